@@ -1,0 +1,116 @@
+//! `#[distributed_lock]` directly on axum handlers: twenty concurrent buyers of an item with
+//! ten in stock, and exactly ten sales, even though the stock is read and written without
+//! any atomic operation.
+//!
+//! ```sh
+//! cargo run -p distlock-examples --example macro_axum
+//! ```
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use distlock_examples::ExampleRedis;
+use lock_core::{distributed_lock, LockClient, LockError};
+use redis::AsyncCommands;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[derive(Clone)]
+struct App {
+    locks: LockClient,
+    redis: redis::aio::MultiplexedConnection,
+}
+
+/// The handlers' error: a busy item answers 409, an unreachable Redis 503.
+enum ApiError {
+    Lock(LockError),
+    Redis(redis::RedisError),
+    SoldOut,
+}
+
+impl From<LockError> for ApiError {
+    fn from(e: LockError) -> Self {
+        ApiError::Lock(e)
+    }
+}
+
+impl From<redis::RedisError> for ApiError {
+    fn from(e: redis::RedisError) -> Self {
+        ApiError::Redis(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match self {
+            ApiError::Lock(e) if e.is_wait_timeout() => (StatusCode::CONFLICT, e.to_string()),
+            ApiError::Lock(e) if e.is_unavailable() => {
+                (StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            }
+            ApiError::Lock(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            ApiError::Redis(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            ApiError::SoldOut => (StatusCode::GONE, "sold out".to_owned()),
+        }
+        .into_response()
+    }
+}
+
+/// The extractors' patterns are parameters of the key: `<id>` comes from `Path(id)`.
+#[distributed_lock(key = "item_<id>", client = app.locks, wait = "10s")]
+async fn buy(State(app): State<App>, Path(id): Path<u64>) -> Result<String, ApiError> {
+    let mut redis = app.redis.clone();
+    let key = format!("example:stock_{id}");
+    let stock: u64 = redis.get(&key).await?;
+    if stock == 0 {
+        return Err(ApiError::SoldOut);
+    }
+    tokio::task::yield_now().await; // another request would slip in here without the lock
+    let () = redis.set(&key, stock - 1).await?;
+    let token = lock_core::current_lock().expect("held").fencing_token();
+    Ok(format!("sold, {} left (fencing token {token})", stock - 1))
+}
+
+async fn post_request(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    Ok(response.lines().next().unwrap_or_default().to_owned())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let redis_server = ExampleRedis::find_or_start()?;
+    let mut redis = redis::Client::open(redis_server.url())?
+        .get_multiplexed_async_connection()
+        .await?;
+    let () = redis.set("example:stock_7", 10).await?;
+    let app = App {
+        locks: LockClient::new(redis_server.url())?,
+        redis,
+    };
+    let router = Router::new()
+        .route("/items/{id}/buy", post(buy))
+        .with_state(app);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let buyers: Vec<_> = (0..20)
+        .map(|_| tokio::spawn(post_request(addr, "/items/7/buy")))
+        .collect();
+    let mut sold = 0;
+    for buyer in buyers {
+        let status = buyer.await??;
+        if status.contains(" 200 ") {
+            sold += 1;
+        }
+        println!("{status}");
+    }
+    println!("{sold} sold out of 10 in stock");
+    Ok(())
+}

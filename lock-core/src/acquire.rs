@@ -1,0 +1,402 @@
+//! Taking a lock: re-entry, the acquire script, and waiting in the fair queue.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::ClientInner;
+use crate::config::{check_lease, drift};
+use crate::error::LockError;
+use crate::guard::LockGuard;
+use crate::held::{Acquired, Held};
+use crate::metadata::HolderInfo;
+use crate::metrics::{self, Family};
+use crate::name::{LockKeys, LockName};
+use crate::quorum::AcquireTally;
+use crate::request::LockRequest;
+use crate::scope::{next_owner_number, Scope};
+use crate::scripts;
+use crate::waiters::{Subscription, Wake};
+
+/// Pause before retrying a lock that has no TTL (set by someone else without expiry).
+const NO_TTL_RETRY: Duration = Duration::from_millis(100);
+/// A queued waiter that has not refreshed its place for this long is skipped as dead.
+const WAITER_TTL: Duration = Duration::from_secs(6);
+/// Longest sleep of a waiter between attempts; each attempt refreshes its place.
+const WAITER_REFRESH: Duration = Duration::from_secs(2);
+
+/// Longest random pause between Redlock attempts (spreads competing clients apart).
+const REDLOCK_RETRY: Duration = Duration::from_millis(50);
+
+/// A random duration below `max`, from the CSPRNG behind UUIDs.
+fn random_delay(max: Duration) -> Duration {
+    let random = uuid::Uuid::new_v4().as_u128() as u64;
+    Duration::from_micros(random % max.as_micros().max(1) as u64)
+}
+
+/// What one attempt found.
+enum Attempt {
+    Acquired(u64),
+    /// Held by another owner (or promised to an earlier waiter), with its TTL if any, the
+    /// holder's record if it has one, and the fencing counter at that moment.
+    Busy(Option<Duration>, Option<Box<HolderInfo>>, u64),
+}
+
+pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError> {
+    let inner = Arc::clone(&request.client.inner);
+    let watchdog = request.lease.is_none();
+    let lease = request.lease.unwrap_or(inner.config.lease);
+    check_lease(lease)?;
+    let name = request.name;
+    let keys = LockKeys::new(&inner.config.key_prefix, &name, inner.config.max_name_len)?;
+    let scope = Scope::current();
+    if let Some(held) = scope
+        .as_ref()
+        .and_then(|s| s.reenter(&inner.id, &keys.lock))
+    {
+        return reentered(held);
+    }
+    let attempter = Attempter {
+        owner: format!("{}:{}", inner.id, next_owner_number()),
+        inner: &inner,
+        name: &name,
+        keys: &keys,
+        lease,
+        meta: inner.config.holder.encode(request.request_id.as_deref()),
+        family: &request.family,
+        contended: AtomicBool::new(false),
+    };
+    let started = Instant::now();
+    let taken = attempter.wait_for_lock(request.wait).await;
+    let contended = attempter.contended.load(Ordering::Relaxed);
+    let outcome = taken.as_ref().map(|_| ());
+    metrics::acquisition(&request.family, outcome, started.elapsed(), contended);
+    let (token, sent_at) = taken?;
+    let replication = match inner.config.min_replicas {
+        Some((replicas, timeout)) => {
+            Some((replicas, attempter.wait_replicated(replicas, timeout).await))
+        }
+        None => None,
+    };
+    let Attempter { owner, meta, .. } = attempter;
+    let acquired = Acquired {
+        owner,
+        name,
+        keys,
+        token,
+        lease,
+        watchdog,
+        sent_at,
+        family: request.family,
+        meta,
+    };
+    let guard = LockGuard::new(Held::new(Arc::clone(&inner), acquired, scope));
+    let guard_name = guard.name().clone();
+    match replication {
+        Some((required, acked)) if acked < required => {
+            // Released (and handed on) by the guard, as any hold is.
+            let _ = guard.release().await;
+            Err(LockError::NotReplicated {
+                name: guard_name,
+                acked,
+                required,
+            })
+        }
+        Some(_) if watchdog && sent_at.elapsed() > lease / 3 => {
+            // WAIT ate into the lease before the watchdog knew the lock: renew it now.
+            guard.extend(lease).await?;
+            Ok(guard)
+        }
+        _ => Ok(guard),
+    }
+}
+
+fn reentered(held: Arc<Held>) -> Result<LockGuard, LockError> {
+    let guard = LockGuard::new(held);
+    if !guard.is_held() {
+        // Dropping the guard gives the hold back; the caller learns the lock is gone.
+        return Err(guard.lost_error());
+    }
+    tracing::debug!(lock = %guard.name(), "re-entered");
+    Ok(guard)
+}
+
+struct Attempter<'a> {
+    inner: &'a Arc<ClientInner>,
+    name: &'a LockName,
+    keys: &'a LockKeys,
+    owner: String,
+    lease: Duration,
+    /// Holder metadata, sent with every attempt (and so part of the queue entry).
+    meta: String,
+    family: &'a Family,
+    /// Set when an attempt found the lock busy.
+    contended: AtomicBool,
+}
+
+impl Attempter<'_> {
+    /// Tries until acquired or the wait is over. Answers the token and a local instant no
+    /// later than the acquisition in Redis (the lease is counted from it).
+    async fn wait_for_lock(&self, wait: Option<Duration>) -> Result<(u64, Instant), LockError> {
+        let started = Instant::now();
+        let deadline = wait.map(|w| started + w);
+        // Redlock nodes would each queue and grant on their own: there, waiters retry instead.
+        let redlock = self.inner.nodes.len() > 1;
+        let waiter_ttl = if wait == Some(Duration::ZERO) || redlock {
+            Duration::ZERO
+        } else {
+            WAITER_TTL
+        };
+        let refresh = if redlock {
+            random_delay(REDLOCK_RETRY)
+        } else {
+            WAITER_REFRESH.min(self.lease / 3)
+        };
+        // Until disarmed, dropping this leaves the queue or undoes an unseen acquisition.
+        let pending = Pending::new(self);
+        let mut subscription: Option<Subscription> = None;
+        let mut woken = None;
+        // A grant whose token is not above a counter seen busy since was superseded (it
+        // expired while this waiter was paused, say): its message must not be trusted.
+        let mut superseded_below = 0;
+        for attempts in 1u64.. {
+            let sent_at = Instant::now();
+            let (ttl, holder) = match self.try_once(waiter_ttl).await? {
+                Attempt::Acquired(token) => {
+                    pending.disarm();
+                    self.trace_acquired(token, started, attempts, woken);
+                    return Ok((token, sent_at));
+                }
+                Attempt::Busy(ttl, holder, fence) => {
+                    self.contended.store(true, Ordering::Relaxed);
+                    superseded_below = superseded_below.max(fence);
+                    (ttl, holder)
+                }
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                pending.leave().await;
+                return Err(LockError::WaitTimeout {
+                    name: self.name.clone(),
+                    waited: started.elapsed(),
+                    remaining_ttl: ttl,
+                    holder,
+                });
+            }
+            let Some(sub) = subscription.as_mut() else {
+                // Subscribe, then retry at once: a release before the subscription is not lost.
+                let timeout = self.inner.config.command_timeout;
+                let waiters = &self.inner.waiters;
+                subscription = Some(
+                    waiters
+                        .subscribe(&self.keys.channel, &self.owner, timeout)
+                        .await,
+                );
+                continue;
+            };
+            let retry_at = now + ttl.unwrap_or(NO_TTL_RETRY).min(refresh);
+            let retry_at = deadline.map_or(retry_at, |d| retry_at.min(d));
+            let wake = tokio::select! {
+                wake = sub.next() => Some(wake),
+                () = tokio::time::sleep_until(retry_at) => None,
+            };
+            if let Some(Wake::Granted(token)) =
+                wake.filter(|w| !is_superseded(*w, superseded_below))
+            {
+                metrics::woken(self.family, "message");
+                // Handed over by the holder's release: no round trip needed. The grant came
+                // after our last attempt reached Redis, so its send time bounds the lease.
+                pending.disarm();
+                self.trace_acquired(token, started, attempts, Some("grant"));
+                return Ok((token, sent_at));
+            }
+            if wake.is_some_and(|w| is_superseded(w, superseded_below)) {
+                tracing::debug!(lock = %self.name, "ignored a superseded grant");
+                sub.rearm_grant();
+            }
+            let by = if wake.is_some() { "message" } else { "ttl" };
+            metrics::woken(self.family, by);
+            woken = Some(by);
+        }
+        unreachable!("the attempt counter does not run out")
+    }
+
+    /// Redlock: raises every node's fencing counter to `token`. Any later majority shares a
+    /// node with this one, so its token is greater — as long as no node loses its data.
+    async fn raise_fences(&self, token: u64) {
+        let mut call = scripts::FENCE_FLOOR.key(&self.keys.fence);
+        call.arg(token);
+        for answer in self.inner.eval_each::<i64>(self.name, &call).await {
+            if let Err(error) = answer {
+                tracing::debug!(lock = %self.name, %error, "fence floor not raised on a node");
+            }
+        }
+    }
+
+    /// Waits (Redis `WAIT`) until `replicas` replicas have the hold or `timeout` passed, and
+    /// answers how many acknowledged. Asks in slices shorter than the command timeout, which
+    /// bounds every reply.
+    async fn wait_replicated(&self, replicas: usize, timeout: Duration) -> usize {
+        let mut conn = self.inner.conn();
+        let slice = (self.inner.config.command_timeout / 2).max(Duration::from_millis(1));
+        let deadline = Instant::now() + timeout;
+        let mut acked = 0;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match conn
+                .wait_replicas(&self.keys.lock, replicas, left.min(slice))
+                .await
+            {
+                Ok(n) if n >= replicas => return n,
+                Ok(n) => acked = n,
+                Err(error) => tracing::debug!(lock = %self.name, %error, "WAIT failed"),
+            }
+            if Instant::now() >= deadline {
+                return acked;
+            }
+        }
+    }
+
+    fn trace_acquired(&self, token: u64, started: Instant, attempts: u64, woken: Option<&str>) {
+        tracing::debug!(lock = %self.name, owner = %self.owner, token,
+            waited = ?started.elapsed(), attempts, woken, "acquired");
+    }
+
+    /// One run of the acquire script on every node (idempotent: a retry after a lost reply
+    /// is safe). Held when a quorum granted it with validity left; a minority grant is undone.
+    async fn try_once(&self, waiter_ttl: Duration) -> Result<Attempt, LockError> {
+        let started = Instant::now();
+        let call = scripts::acquire(self.keys, &self.owner, self.lease, waiter_ttl, &self.meta);
+        let mut holder = None;
+        let mut fence = 0;
+        let answers = self
+            .inner
+            .eval_each::<Vec<redis::Value>>(self.name, &call)
+            .await;
+        let parsed = answers.into_iter().map(|answer| {
+            answer.map(|answer| {
+                let (acquired, value) = (int_at(&answer, 0), int_at(&answer, 1));
+                if acquired != 1 {
+                    fence = fence.max(int_at(&answer, 2).unsigned_abs());
+                    if holder.is_none() {
+                        holder = holder_record(&answer);
+                    }
+                }
+                (acquired, value)
+            })
+        });
+        let tally = AcquireTally::of(parsed.collect());
+        let valid = started.elapsed() + drift(self.lease) < self.lease;
+        if tally.acquired >= self.inner.quorum() && valid {
+            if self.inner.nodes.len() > 1 {
+                self.raise_fences(tally.token).await;
+            }
+            return Ok(Attempt::Acquired(tally.token));
+        }
+        if tally.acquired > 0 {
+            leave(self.inner, self.keys, &self.owner, self.lease, &self.meta).await;
+        }
+        if tally.busy == 0 && tally.acquired < self.inner.quorum() {
+            if let Some(error) = tally.first_error {
+                return Err(error);
+            }
+        }
+        let ttl = if tally.no_ttl {
+            None
+        } else {
+            Some(tally.busy_ttl.unwrap_or(Duration::ZERO))
+        };
+        Ok(Attempt::Busy(ttl, holder, fence))
+    }
+}
+
+/// An acquisition under way. Unless disarmed, it leaves no trace in Redis: the owner is
+/// taken out of the queue, and a hold it got without seeing the answer (a dropped future, a
+/// lost or late reply, a grant nobody read) is released and handed on.
+struct Pending {
+    inner: Arc<ClientInner>,
+    keys: LockKeys,
+    owner: String,
+    lease: Duration,
+    meta: String,
+    armed: bool,
+}
+
+impl Pending {
+    fn new(attempter: &Attempter<'_>) -> Self {
+        Self {
+            inner: Arc::clone(attempter.inner),
+            keys: attempter.keys.clone(),
+            owner: attempter.owner.clone(),
+            lease: attempter.lease,
+            meta: attempter.meta.clone(),
+            armed: true,
+        }
+    }
+
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+
+    /// Leaves now, waiting for Redis (errors are left to the waiter's queue deadline).
+    async fn leave(mut self) {
+        self.armed = false;
+        leave(&self.inner, &self.keys, &self.owner, self.lease, &self.meta).await;
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (inner, keys, lease) = (Arc::clone(&self.inner), self.keys.clone(), self.lease);
+        let (owner, meta) = (
+            std::mem::take(&mut self.owner),
+            std::mem::take(&mut self.meta),
+        );
+        runtime.spawn(async move { leave(&inner, &keys, &owner, lease, &meta).await });
+    }
+}
+
+async fn leave(inner: &ClientInner, keys: &LockKeys, owner: &str, lease: Duration, meta: &str) {
+    let name = LockName::from(keys.lock.clone());
+    let call = scripts::release(keys, owner, lease, meta);
+    for answer in inner.eval_each::<i64>(&name, &call).await {
+        match answer {
+            Ok(0) => {}
+            Ok(_) => {
+                tracing::debug!(lock = %name, "released a hold whose acquisition was not seen")
+            }
+            Err(error) => tracing::warn!(lock = %name, %error,
+                "could not leave the lock's queue; the entry expires by itself"),
+        }
+    }
+}
+
+/// True for a grant that a later busy answer proved stale.
+fn is_superseded(wake: Wake, superseded_below: u64) -> bool {
+    matches!(wake, Wake::Granted(token) if token <= superseded_below)
+}
+
+/// The integer at `i` of an acquire answer (0 when absent).
+fn int_at(answer: &[redis::Value], i: usize) -> i64 {
+    answer
+        .get(i)
+        .and_then(|v| redis::from_redis_value_ref::<i64>(v).ok())
+        .unwrap_or(0)
+}
+
+/// The holder's record that a busy answer carries after its three integers.
+fn holder_record(answer: &[redis::Value]) -> Option<Box<HolderInfo>> {
+    let record: Vec<String> = answer[answer.len().min(3)..]
+        .iter()
+        .map(|v| redis::from_redis_value_ref(v).unwrap_or_default())
+        .collect();
+    HolderInfo::from_fields(&record).map(Box::new)
+}

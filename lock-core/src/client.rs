@@ -1,0 +1,373 @@
+//! The client handle: connection, settings and background tasks.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::sentinel::{SentinelClient, SentinelServerType};
+use redis::{AsyncConnectionConfig, FromRedisValue, ScriptInvocation};
+
+use crate::backend::{Conn, LazyCluster, SentinelConn};
+use crate::config::{Config, Topology};
+use crate::waiters::PubSubSource;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::config::LockClientBuilder;
+use crate::error::LockError;
+use crate::name::LockName;
+use crate::request::LockRequest;
+use crate::waiters::Waiters;
+use crate::watchdog::{self, Watchdog};
+
+/// A handle to distributed locks on one Redis. Cheap to clone: clones share one multiplexed
+/// connection (which reconnects by itself after a dropped connection or a Redis restart),
+/// one pub/sub connection for waiters and one watchdog task.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), lock_core::LockError> {
+/// let client = lock_core::LockClient::new("redis://127.0.0.1:6379")?;
+/// let guard = client.lock("item_7").await?;
+/// // … the critical section …
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LockClient {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+pub(crate) struct ClientInner {
+    /// The UUID that starts every owner id of this client (`<uuid>:<owner number>`).
+    pub(crate) id: Arc<str>,
+    pub(crate) config: Config,
+    /// One connection, or one per Redlock node.
+    pub(crate) nodes: Vec<Conn>,
+    /// Bound on one call to one node: the command timeout, or for Redlock nodes a hundredth
+    /// of the lease (at least 50 ms), so a slow or dead minority cannot eat the lease.
+    node_timeout: std::time::Duration,
+    pub(crate) waiters: Waiters,
+    pub(crate) watchdog: Watchdog,
+    _stop: DropGuard,
+}
+
+impl fmt::Debug for ClientInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockClient")
+            .field("id", &self.id)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl LockClientBuilder {
+    /// Checks the settings and creates the client. Connections are made lazily, so a Redis
+    /// that is not up yet does not fail start-up; the first lock call reports it.
+    ///
+    /// `redis://`, `rediss://` (TLS) and `redis://user:password@host` (ACL) URLs work.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for a bad setting or URL, or when called outside a Tokio
+    /// runtime (the client runs background tasks).
+    pub fn build(self) -> Result<LockClient, LockError> {
+        let config = self.validated()?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            LockError::invalid_config("LockClient must be built inside a Tokio runtime")
+        })?;
+        let (nodes, pubsub) = connect(&self.topology, self.tls.as_ref(), &config)?;
+        let node_timeout = match nodes.len() {
+            1 => config.command_timeout,
+            _ => config
+                .command_timeout
+                .min((config.lease / 100).max(REDLOCK_MIN_NODE_TIMEOUT)),
+        };
+        let stop = CancellationToken::new();
+        let _guard = runtime.enter();
+        let waiters = Waiters::start(pubsub, config.command_timeout, stop.child_token());
+        let inner = Arc::new(ClientInner {
+            id: uuid::Uuid::new_v4().to_string().into(),
+            nodes,
+            node_timeout,
+            waiters,
+            watchdog: Watchdog::default(),
+            _stop: stop.clone().drop_guard(),
+            config,
+        });
+        runtime.spawn(watchdog::run(
+            Arc::downgrade(&inner),
+            inner.config.watchdog_interval,
+            stop,
+        ));
+        Ok(LockClient { inner })
+    }
+}
+
+/// Makes the command connection and the clients for pub/sub (one per seed node).
+fn connect(
+    topology: &Topology,
+    tls: Option<&redis::TlsCertificates>,
+    config: &Config,
+) -> Result<(Vec<Conn>, PubSubSource), LockError> {
+    let bad = |e: redis::RedisError| LockError::invalid_config(format!("redis url: {e}"));
+    let open = |url: &str| match tls {
+        Some(tls) => redis::Client::build_with_tls(url, tls.clone()),
+        None => redis::Client::open(url),
+    };
+    match topology {
+        Topology::Single(url) => {
+            let client = open(url).map_err(bad)?;
+            Ok((
+                vec![single(&client, config).map_err(bad)?],
+                PubSubSource::Nodes(vec![client]),
+            ))
+        }
+        Topology::Sentinel { sentinels, service } => {
+            let sentinel = SentinelClient::build(
+                sentinels.clone(),
+                service.as_str(),
+                None,
+                SentinelServerType::Master,
+            )
+            .map_err(bad)?;
+            let connection = AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(config.connect_timeout))
+                .set_response_timeout(Some(config.command_timeout));
+            let conn = SentinelConn::new(sentinel, connection);
+            Ok((
+                vec![Conn::Sentinel(conn.clone())],
+                PubSubSource::Sentinel(conn),
+            ))
+        }
+        Topology::Redlock(urls) => {
+            let clients: Vec<redis::Client> = urls
+                .iter()
+                .map(|u| open(u))
+                .collect::<Result<_, _>>()
+                .map_err(bad)?;
+            let nodes = clients
+                .iter()
+                .map(|c| single(c, config))
+                .collect::<Result<_, _>>()
+                .map_err(bad)?;
+            Ok((nodes, PubSubSource::Nodes(clients)))
+        }
+        Topology::Cluster(seeds) => {
+            let mut builder = ClusterClientBuilder::new(seeds.iter().map(String::as_str))
+                .connection_timeout(config.connect_timeout)
+                .response_timeout(config.command_timeout);
+            if let Some(tls) = tls {
+                builder = builder.certs(tls.clone());
+            }
+            let cluster = builder.build().map_err(bad)?;
+            let pubsub = seeds
+                .iter()
+                .map(|s| open(s))
+                .collect::<Result<_, _>>()
+                .map_err(bad)?;
+            Ok((
+                vec![Conn::Cluster(LazyCluster::new(cluster))],
+                PubSubSource::Nodes(pubsub),
+            ))
+        }
+    }
+}
+
+/// Shortest per-node timeout of a Redlock client.
+const REDLOCK_MIN_NODE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// A lazily connecting, self-reconnecting connection to one server.
+fn single(client: &redis::Client, config: &Config) -> redis::RedisResult<Conn> {
+    let manager_config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(Some(config.command_timeout))
+        .set_max_delay(std::time::Duration::from_secs(1))
+        // Fail a call soon after Redis went away; the next call reconnects again.
+        .set_number_of_retries(3);
+    ConnectionManager::new_lazy_with_config(client.clone(), manager_config).map(Conn::Single)
+}
+
+impl LockClient {
+    /// A builder for a client of one Redis server, with every setting at its default.
+    pub fn builder(url: impl Into<String>) -> LockClientBuilder {
+        LockClientBuilder::new(Topology::Single(url.into()))
+    }
+
+    /// A builder for a client of a Redis Cluster, found through `seeds` (URLs of any nodes).
+    /// Lock, fencing counter, queue and channel of one name always share a slot; commands
+    /// follow MOVED/ASK redirections and failovers; waiters listen on one node (Redis Cluster
+    /// delivers every publish to all nodes).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), lock_core::LockError> {
+    /// let client = lock_core::LockClient::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster(seeds: impl IntoIterator<Item = impl Into<String>>) -> LockClientBuilder {
+        LockClientBuilder::new(Topology::Cluster(
+            seeds.into_iter().map(Into::into).collect(),
+        ))
+    }
+
+    /// A builder for a client of the master that `sentinels` (URLs of Redis Sentinels) name
+    /// for `service`. The master is looked up when first needed and again after a failover
+    /// (a dropped connection or a `READONLY` answer from a demoted master), so the client
+    /// follows the new master; guards whose key did not survive the failover report lost at
+    /// their next renewal. Combine with [`min_replicas`](LockClientBuilder::min_replicas) to
+    /// make that rarer.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), lock_core::LockError> {
+    /// let client = lock_core::LockClient::sentinel(
+    ///     ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"],
+    ///     "mymaster",
+    /// )
+    /// .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn sentinel(
+        sentinels: impl IntoIterator<Item = impl Into<String>>,
+        service: impl Into<String>,
+    ) -> LockClientBuilder {
+        LockClientBuilder::new(Topology::Sentinel {
+            sentinels: sentinels.into_iter().map(Into::into).collect(),
+            service: service.into(),
+        })
+    }
+
+    /// A builder for a Redlock client over independent Redis masters (3 or 5, say): a lock is
+    /// held when a majority (`N/2 + 1`) granted it within its validity
+    /// (lease − elapsed − drift); renewals need a majority too, and the guard reports the lock
+    /// lost when a majority no longer has it (or none confirms it before the local deadline).
+    /// Calls to each node are bounded by the smaller of the command timeout and a hundredth of
+    /// the lease (at least 50 ms), so a slow or dead minority cannot eat the lease. Waiters retry after a short random
+    /// delay or on a release message (no fair queue: queues on independent nodes would
+    /// disagree). Fencing tokens are the highest counter among the granting majority: see
+    /// SAFETY.md for what they do and do not promise under Redlock.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), lock_core::LockError> {
+    /// let client = lock_core::LockClient::redlock([
+    ///     "redis://10.0.0.1:6379",
+    ///     "redis://10.0.0.2:6379",
+    ///     "redis://10.0.0.3:6379",
+    /// ])
+    /// .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn redlock(nodes: impl IntoIterator<Item = impl Into<String>>) -> LockClientBuilder {
+        LockClientBuilder::new(Topology::Redlock(
+            nodes.into_iter().map(Into::into).collect(),
+        ))
+    }
+
+    /// A client for `url` with default settings (see [`LockClientBuilder::build`]).
+    ///
+    /// # Errors
+    /// As [`LockClientBuilder::build`].
+    pub fn new(url: impl Into<String>) -> Result<Self, LockError> {
+        Self::builder(url).build()
+    }
+
+    /// Starts a request for the lock `name`; `.await` it to acquire (waiting up to the
+    /// client's default wait), or set `.lease(…)`, `.wait(…)` first.
+    pub fn lock(&self, name: impl Into<LockName>) -> LockRequest {
+        LockRequest::new(self.clone(), name.into())
+    }
+
+    /// Runs `fut` under the lock `name` and releases it afterwards, whatever happens
+    /// (return, panic, cancellation). If the lock is lost meanwhile, `fut` is dropped at its
+    /// next `.await` and [`LockError::Lost`] returned. Shorthand for
+    /// `self.lock(name).run(fut)`; see [`LockRequest::run`].
+    ///
+    /// # Errors
+    /// The acquisition errors of [`LockRequest::acquire`], and [`LockError::Lost`].
+    pub async fn with_lock<F: Future>(
+        &self,
+        name: impl Into<LockName>,
+        fut: F,
+    ) -> Result<F::Output, LockError> {
+        self.lock(name).run(fut).await
+    }
+
+    /// The UUID that starts this client's Redis owner ids.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// Number of locks the watchdog currently renews.
+    pub fn renewing(&self) -> usize {
+        self.inner.watchdog.len()
+    }
+
+    /// Number of release channels with a waiter of this client subscribed.
+    pub fn waited_channels(&self) -> usize {
+        self.inner.waiters.channel_count()
+    }
+}
+
+impl ClientInner {
+    /// The connection for calls that go to one place (the server, the Cluster, or the first
+    /// Redlock node).
+    pub(crate) fn conn(&self) -> Conn {
+        self.nodes[0].clone()
+    }
+
+    /// How many nodes must agree: 1, or a majority of the Redlock nodes.
+    pub(crate) fn quorum(&self) -> usize {
+        crate::quorum::quorum(self.nodes.len())
+    }
+
+    /// Runs one script call on the server (or the first Redlock node).
+    pub(crate) async fn eval<T: FromRedisValue>(
+        &self,
+        name: &LockName,
+        call: &ScriptInvocation<'_>,
+    ) -> Result<T, LockError> {
+        eval_on(self.conn(), self.node_timeout, name, call).await
+    }
+
+    /// Runs one script call on every node at once, each within the node timeout.
+    pub(crate) async fn eval_each<T: FromRedisValue>(
+        &self,
+        name: &LockName,
+        call: &ScriptInvocation<'_>,
+    ) -> Vec<Result<T, LockError>> {
+        let calls = self
+            .nodes
+            .iter()
+            .map(|conn| eval_on(conn.clone(), self.node_timeout, name, call));
+        futures_util::future::join_all(calls).await
+    }
+}
+
+/// Runs `call` on `conn` within `timeout`, mapping failures to lock errors.
+async fn eval_on<T: FromRedisValue>(
+    mut conn: Conn,
+    timeout: std::time::Duration,
+    name: &LockName,
+    call: &ScriptInvocation<'_>,
+) -> Result<T, LockError> {
+    match tokio::time::timeout(timeout, call.invoke_async(&mut conn)).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(source)) if source.is_timeout() => Err(LockError::Timeout {
+            name: name.clone(),
+            after: timeout,
+        }),
+        Ok(Err(source)) => Err(LockError::Unavailable {
+            name: name.clone(),
+            source,
+        }),
+        Err(_) => Err(LockError::Timeout {
+            name: name.clone(),
+            after: timeout,
+        }),
+    }
+}

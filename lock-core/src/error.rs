@@ -1,0 +1,191 @@
+//! The one error type of the crate.
+
+use std::time::Duration;
+
+use crate::metadata::HolderInfo;
+use crate::name::LockName;
+
+/// Everything that can go wrong while taking, keeping or releasing a lock.
+///
+/// Each variant that concerns one lock names it in its message. A busy lock
+/// ([`WaitTimeout`](Self::WaitTimeout)) and an unreachable Redis
+/// ([`Unavailable`](Self::Unavailable), [`Timeout`](Self::Timeout)) are always different
+/// variants, so callers can answer "try later" and "we are down" differently.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The lock stayed held by another owner for the whole wait.
+    #[error("lock `{name}` is held by {}: gave up after waiting {waited:?}{}",
+        .holder.as_deref().map_or_else(|| "another owner".to_owned(), ToString::to_string),
+        .remaining_ttl.map(|t| format!(" (the holder's lease has {t:?} left)")).unwrap_or_default())]
+    WaitTimeout {
+        /// The lock.
+        name: LockName,
+        /// How long this call waited.
+        waited: Duration,
+        /// The holder's remaining lease as Redis last reported it, if it has one.
+        remaining_ttl: Option<Duration>,
+        /// Who held the lock as Redis last reported it, when the holder recorded it.
+        holder: Option<Box<HolderInfo>>,
+    },
+    /// Redis could not be reached or answered with an error.
+    #[error("lock `{name}`: redis is unavailable: {source}")]
+    Unavailable {
+        /// The lock.
+        name: LockName,
+        /// The error from the Redis client.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// Redis did not answer within the command timeout.
+    #[error("lock `{name}`: redis did not answer within {after:?}")]
+    Timeout {
+        /// The lock.
+        name: LockName,
+        /// The command timeout that elapsed.
+        after: Duration,
+    },
+    /// Fewer replicas than required acknowledged the acquisition in time; the lock was
+    /// released again (see [`LockClientBuilder::min_replicas`](crate::LockClientBuilder::min_replicas)).
+    #[error("lock `{name}`: only {acked} of {required} replicas acknowledged the acquisition")]
+    NotReplicated {
+        /// The lock.
+        name: LockName,
+        /// Replicas that acknowledged.
+        acked: usize,
+        /// Replicas required.
+        required: usize,
+    },
+    /// The lock can no longer be assumed held: a renewal found another owner or no key, or
+    /// the last confirmed lease ran out without a renewal.
+    #[error("lock `{name}` was lost: {reason}")]
+    Lost {
+        /// The lock.
+        name: LockName,
+        /// What showed the loss.
+        reason: &'static str,
+    },
+    /// At release, Redis no longer had this owner's hold: the lease expired, or an operator
+    /// or another owner removed it. Nothing was deleted.
+    #[error("lock `{name}` was not held at release (its lease expired or it was taken over)")]
+    NotHeld {
+        /// The lock.
+        name: LockName,
+    },
+    /// The name is empty or longer than the configured limit.
+    #[error("invalid lock name `{name}`: {reason}")]
+    InvalidName {
+        /// The offending name.
+        name: LockName,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A client or request setting is out of range (a zero lease, a bad URL, …).
+    #[error("invalid lock configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong, naming the setting.
+        reason: String,
+    },
+    /// No process-wide default client was installed (see
+    /// [`set_default_client`](crate::set_default_client)).
+    #[error("no default lock client is installed: call lock_core::set_default_client at start-up or pass `client = …`")]
+    NoDefaultClient,
+}
+
+impl LockError {
+    /// The lock this error is about, when there is one.
+    pub fn name(&self) -> Option<&LockName> {
+        match self {
+            Self::WaitTimeout { name, .. }
+            | Self::Unavailable { name, .. }
+            | Self::Timeout { name, .. }
+            | Self::NotReplicated { name, .. }
+            | Self::Lost { name, .. }
+            | Self::NotHeld { name }
+            | Self::InvalidName { name, .. } => Some(name),
+            Self::InvalidConfig { .. } | Self::NoDefaultClient => None,
+        }
+    }
+
+    /// True when the lock was busy for the whole wait.
+    pub fn is_wait_timeout(&self) -> bool {
+        matches!(self, Self::WaitTimeout { .. })
+    }
+
+    /// True when Redis could not be reached or did not answer in time.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            Self::Unavailable { .. } | Self::Timeout { .. } | Self::NotReplicated { .. }
+        )
+    }
+
+    /// True when a held lock was lost.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Self::Lost { .. })
+    }
+
+    /// The holder's remaining lease reported with a wait timeout (for `Retry-After`).
+    pub fn remaining_ttl(&self) -> Option<Duration> {
+        match self {
+            Self::WaitTimeout { remaining_ttl, .. } => *remaining_ttl,
+            _ => None,
+        }
+    }
+
+    /// Who held the lock, reported with a wait timeout when the holder recorded it.
+    pub fn holder(&self) -> Option<&HolderInfo> {
+        match self {
+            Self::WaitTimeout { holder, .. } => holder.as_deref(),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn invalid_config(reason: impl Into<String>) -> Self {
+        Self::InvalidConfig {
+            reason: reason.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_lock() {
+        let err = LockError::WaitTimeout {
+            name: LockName::from("item_7"),
+            waited: Duration::from_secs(2),
+            remaining_ttl: Some(Duration::from_millis(1500)),
+            holder: None,
+        };
+        let text = err.to_string();
+        assert!(text.contains("`item_7`") && text.contains("1.5s"), "{text}");
+        assert!(text.contains("held by another owner"), "{text}");
+        assert!(err.is_wait_timeout() && !err.is_unavailable());
+    }
+
+    #[test]
+    fn wait_timeout_names_the_holder() {
+        let fields = ["u:1", "billing", "web-3", "42", "1714533129456", "r-9"].map(String::from);
+        let err = LockError::WaitTimeout {
+            name: LockName::from("item_7"),
+            waited: Duration::from_secs(2),
+            remaining_ttl: None,
+            holder: HolderInfo::from_fields(&fields).map(Box::new),
+        };
+        assert_eq!(
+            err.to_string(),
+            "lock `item_7` is held by billing@web-3 (pid 42, request r-9) since \
+             2024-05-01T03:12:09.456Z: gave up after waiting 2s"
+        );
+        assert_eq!(err.holder().map(HolderInfo::service), Some("billing"));
+    }
+
+    #[test]
+    fn error_is_send_sync_static() {
+        fn check<T: Send + Sync + 'static + std::error::Error>() {}
+        check::<LockError>();
+    }
+}

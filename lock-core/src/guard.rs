@@ -1,0 +1,290 @@
+//! The guard handed out for a held lock.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::WaitForCancellationFutureOwned;
+
+use crate::config::check_lease;
+use crate::error::LockError;
+use crate::held::Held;
+use crate::name::LockName;
+use crate::quorum::{renewal, Renewal};
+use crate::scope::LockInfo;
+use crate::{metrics, scripts};
+
+/// Proof of a held lock. Owned, `Send` and `'static`: keep it in a struct, move it into a
+/// task, hold it across `.await`s.
+///
+/// Dropping the guard stops its renewal at once and releases the lock in the background on
+/// the current Tokio runtime; [`release`](Self::release) does the same and reports the
+/// outcome. A guard dropped outside any Tokio runtime cannot reach Redis: its lock then
+/// expires when its lease ends (at most one lease, since renewal stops with the drop).
+///
+/// Inside a reentrancy [`scope`](crate::scope), guards of the same lock share one hold in
+/// Redis, which is released when the last of them goes.
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard {
+    held: Arc<Held>,
+    active: bool,
+}
+
+impl LockGuard {
+    pub(crate) fn new(held: Arc<Held>) -> Self {
+        Self { held, active: true }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &LockName {
+        &self.held.name
+    }
+
+    /// The fencing token of this hold: strictly greater than every token issued before for
+    /// this name by any distlock client, also across expiries; re-entering keeps it.
+    /// Pass it to the resource you guard and have it reject writes with a lower token.
+    pub fn fencing_token(&self) -> u64 {
+        self.held.token
+    }
+
+    /// The name and fencing token, detached from the guard.
+    pub fn info(&self) -> LockInfo {
+        LockInfo::new(self.held.name.clone(), self.held.token)
+    }
+
+    /// True while the lock can be assumed held: not released, no renewal found it gone, and
+    /// its last confirmed lease (less a drift margin) has not run out on the local clock.
+    pub fn is_held(&self) -> bool {
+        self.held.is_held()
+    }
+
+    /// A future that resolves when the lock can no longer be assumed held: a renewal found
+    /// the key deleted, expired or taken over, or the last confirmed lease less a drift margin
+    /// has passed on the local monotonic clock with no answer from Redis. It also resolves
+    /// once the lock is released. The lock is never re-acquired silently.
+    ///
+    /// The future is `'static` and nameable ([`Lost`]): race it against the guarded work
+    /// with `tokio::select!`, or keep it as a field of your own future.
+    ///
+    /// # Cancel safety
+    /// Dropping the future has no effect on the lock.
+    pub fn lost(&self) -> Lost {
+        Lost {
+            held: Arc::clone(&self.held),
+            ended: self.held.ended_signal(),
+            deadline: None,
+        }
+    }
+
+    /// The [`LockError::Lost`] for this hold, naming the lock and why it was lost, as
+    /// [`LockRequest::run`](crate::LockRequest::run) returns it: for code that races
+    /// [`lost`](Self::lost) against its work itself.
+    pub fn lost_error(&self) -> LockError {
+        self.held.lost_error()
+    }
+
+    /// Makes the lock's remaining lease at least `lease` from now; never shortens it.
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] when Redis no longer has this hold, [`LockError::InvalidConfig`]
+    /// for a lease below the minimum, and the Redis errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the lease either extended or as it was.
+    pub async fn extend(&self, lease: Duration) -> Result<(), LockError> {
+        check_lease(lease)?;
+        let held = &self.held;
+        if held.is_lost() || held.is_released() {
+            return Err(held.lost_error());
+        }
+        let call = scripts::renew([(&held.keys, held.owner.as_str(), lease)]);
+        let sent_at = Instant::now();
+        let mut answers = held.client.eval_each::<Vec<i64>>(&held.name, &call).await;
+        let ttls = answers
+            .iter()
+            .map(|a| a.as_ref().ok().and_then(|t| t.first().copied()));
+        match renewal(ttls.collect::<Vec<_>>(), answers.len()) {
+            Renewal::Confirmed(ttl) => {
+                held.confirm(sent_at, ttl);
+                metrics::renewed(&held.family);
+                Ok(())
+            }
+            Renewal::Lost => {
+                held.mark_lost("an extension found the lock gone or taken over");
+                Err(held.lost_error())
+            }
+            Renewal::Unknown => {
+                metrics::renewal_failed(&held.family);
+                Err(answers
+                    .drain(..)
+                    .find_map(Result::err)
+                    .unwrap_or_else(|| held.lost_error()))
+            }
+        }
+    }
+
+    /// Releases this hold. The Redis lock is deleted (and waiters woken) when this is the
+    /// outermost hold of its scope.
+    ///
+    /// # Errors
+    /// [`LockError::NotHeld`] when Redis no longer had this owner's hold (it expired or was
+    /// taken over; nothing was deleted), and the Redis errors (the lock then expires with its
+    /// lease, since renewal has stopped).
+    ///
+    /// The returned future ([`Release`]) does nothing until polled.
+    ///
+    /// # Cancel safety
+    /// The release runs on a spawned task: dropping this future does not stop it (dropped
+    /// before its first poll, it drops the guard, which releases in the background).
+    pub fn release(self) -> Release {
+        Release {
+            guard: Some(self),
+            task: None,
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.active && self.held.release_hold() {
+            Arc::clone(&self.held).release_detached();
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.held.name)
+            .field("owner", &self.held.owner)
+            .field("fencing_token", &self.held.token)
+            .field("held", &self.held.is_held())
+            .finish()
+    }
+}
+
+pin_project! {
+    /// The future of [`LockGuard::lost`]: resolves when the lock can no longer be assumed
+    /// held.
+    ///
+    /// It holds the hold's shared state, a wait on its end signal and, once polled, one
+    /// timer for the local lease deadline: no allocation. Polling it after it resolved
+    /// resolves again.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Lost {
+        held: Arc<Held>,
+        #[pin]
+        ended: WaitForCancellationFutureOwned,
+        // Made at the first poll, so that `lost()` needs no runtime.
+        #[pin]
+        deadline: Option<Sleep>,
+    }
+}
+
+impl Future for Lost {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut this = self.project();
+        if this.ended.poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        loop {
+            // The deadline moves on with every confirmed renewal: re-read it when it passes.
+            let sleep = match this.deadline.as_mut().as_pin_mut() {
+                Some(sleep) => sleep,
+                None => {
+                    let deadline = this.held.local_deadline();
+                    this.deadline.set(Some(tokio::time::sleep_until(deadline)));
+                    this.deadline.as_mut().as_pin_mut().expect("just set")
+                }
+            };
+            ready!(sleep.poll(cx));
+            let deadline = this.held.local_deadline();
+            if Instant::now() >= deadline {
+                this.held
+                    .mark_lost("its lease ran out without a confirmed renewal");
+                return Poll::Ready(());
+            }
+            this.deadline
+                .as_mut()
+                .as_pin_mut()
+                .expect("set above")
+                .reset(deadline);
+        }
+    }
+}
+
+impl fmt::Debug for Lost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lost")
+            .field("name", &self.held.name)
+            .field("held", &self.held.is_held())
+            .finish()
+    }
+}
+
+/// The future of [`LockGuard::release`]: the outcome of releasing one hold.
+///
+/// At its first poll it gives the hold back to its scope and, for the outermost hold,
+/// spawns the release in Redis, then waits for that task.
+#[must_use = "futures do nothing unless polled"]
+pub struct Release {
+    guard: Option<LockGuard>,
+    task: Option<(JoinHandle<Result<(), LockError>>, LockName)>,
+}
+
+impl Future for Release {
+    type Output = Result<(), LockError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if let Some(mut guard) = this.guard.take() {
+            guard.active = false;
+            if !guard.held.release_hold() {
+                return Poll::Ready(Ok(()));
+            }
+            let held = Arc::clone(&guard.held);
+            let name = held.name.clone();
+            this.task = Some((tokio::spawn(held.release_in_redis()), name));
+        }
+        let Some((task, name)) = this.task.as_mut() else {
+            // Polled again after it resolved: the release was reported then.
+            return Poll::Ready(Ok(()));
+        };
+        let joined = ready!(Pin::new(task).poll(cx));
+        let name = name.clone();
+        this.task = None;
+        Poll::Ready(match joined {
+            Ok(result) => result,
+            Err(join) => Err(LockError::Lost {
+                name,
+                reason: if join.is_cancelled() {
+                    "the runtime shut down during release"
+                } else {
+                    "release panicked"
+                },
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for Release {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match (&self.guard, &self.task) {
+            (Some(guard), _) => Some(guard.name()),
+            (None, Some((_, name))) => Some(name),
+            (None, None) => None,
+        };
+        f.debug_struct("Release")
+            .field("name", &name)
+            .field("started", &self.guard.is_none())
+            .finish()
+    }
+}

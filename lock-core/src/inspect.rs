@@ -1,0 +1,189 @@
+//! The operator's view: inspect one lock, list locks, force a release.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::client::LockClient;
+use crate::error::LockError;
+use crate::metadata::HolderInfo;
+use crate::name::{decode, encode_into, LockKeys, LockName};
+use crate::scan::glob_escape;
+use crate::scripts;
+
+/// A snapshot of one lock in Redis, taken atomically by
+/// [`LockClient::inspect`] or [`LockClient::list`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockState {
+    name: LockName,
+    key: Vec<u8>,
+    owner: Option<String>,
+    hold_count: u64,
+    remaining_ttl: Option<Duration>,
+    fencing_token: u64,
+    waiters: usize,
+    holder: Option<HolderInfo>,
+}
+
+impl LockState {
+    /// The lock's name (the key without the client's prefix, unescaped).
+    pub fn name(&self) -> &LockName {
+        &self.name
+    }
+
+    /// The lock's Redis key.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// True when some owner holds the lock.
+    pub fn is_held(&self) -> bool {
+        self.owner.is_some()
+    }
+
+    /// The Redis owner id of the holder (`<client uuid>:<number>`, or Redisson's
+    /// `<uuid>:<thread id>`).
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
+    /// How many times the owner holds the lock (above 1 only for reentrant Redisson holds;
+    /// distlock counts re-entries in its scopes and holds once in Redis).
+    pub fn hold_count(&self) -> u64 {
+        self.hold_count
+    }
+
+    /// The lock's remaining lease; `None` when it is free or has no expiry.
+    pub fn remaining_ttl(&self) -> Option<Duration> {
+        self.remaining_ttl
+    }
+
+    /// The last fencing token issued for this name (the holder's, when held by distlock);
+    /// 0 when none was ever issued.
+    pub fn fencing_token(&self) -> u64 {
+        self.fencing_token
+    }
+
+    /// Waiters queued for the lock whose place has not expired.
+    pub fn waiters(&self) -> usize {
+        self.waiters
+    }
+
+    /// Who holds the lock, when the holder recorded it (distlock clients do by default).
+    pub fn holder(&self) -> Option<&HolderInfo> {
+        self.holder.as_ref()
+    }
+}
+
+impl LockClient {
+    /// Reads the lock `name` as it is in Redis now: holder, hold count, remaining lease,
+    /// fencing token, waiters and the holder's metadata. Takes no lock.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], and the Redis errors.
+    pub async fn inspect(&self, name: impl Into<LockName>) -> Result<LockState, LockError> {
+        let name = name.into();
+        let config = &self.inner.config;
+        let keys = LockKeys::new(&config.key_prefix, &name, config.max_name_len)?;
+        Ok(self.state(name, keys).await?.0)
+    }
+
+    /// Every lock under this client's key prefix whose name starts with `name_prefix`
+    /// (`""` for all), held or not, sorted by key. Glob characters in `name_prefix` match
+    /// only themselves. Uses SCAN (never KEYS), on every master of a Cluster.
+    ///
+    /// With an empty key prefix (Redisson interop) every hash of the database is a
+    /// candidate; keys of distlock's own bookkeeping are skipped.
+    ///
+    /// # Errors
+    /// The Redis errors.
+    pub async fn list(&self, name_prefix: &str) -> Result<Vec<LockState>, LockError> {
+        let prefix = self.inner.config.key_prefix.as_bytes();
+        let mut wanted = prefix.to_vec();
+        encode_into(&mut wanted, name_prefix.as_bytes());
+        let mut pattern = glob_escape(&wanted);
+        pattern.push(b'*');
+        let keys = self.inner.scan_keys(&pattern).await?;
+        let states = keys
+            .into_iter()
+            .filter(|key| !is_bookkeeping(key))
+            .map(|key| {
+                let name = LockName::from(decode(&key[prefix.len()..]));
+                self.state(name, LockKeys::for_key(key))
+            });
+        let mut locks = Vec::new();
+        for state in futures_util::future::join_all(states).await {
+            // A key deleted or replaced since the scan is no lock.
+            if let (state, true) = state? {
+                locks.push(state);
+            }
+        }
+        Ok(locks)
+    }
+
+    /// Deletes the lock `name` whoever holds it, for operators: its holder record goes too,
+    /// the next queued waiter gets the lock (or every waiter is woken), and the former
+    /// holder's guard reports the lock lost at its next renewal. Mutual exclusion is broken
+    /// for the former holder's remaining work: use it on stuck holders only.
+    ///
+    /// Answers `false` when the lock was not held.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], and the Redis errors.
+    pub async fn force_release(&self, name: impl Into<LockName>) -> Result<bool, LockError> {
+        let name = name.into();
+        let config = &self.inner.config;
+        let keys = LockKeys::new(&config.key_prefix, &name, config.max_name_len)?;
+        // Every node: a Redlock lock lives on a majority of them.
+        let call = scripts::force_release(&keys);
+        let mut released = false;
+        let mut first_error = None;
+        for answer in self.inner.eval_each::<i64>(&name, &call).await {
+            match answer {
+                Ok(outcome) => released |= outcome > 0,
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        if let (false, Some(error)) = (released, first_error) {
+            return Err(error);
+        }
+        tracing::warn!(lock = %name, released, "force-released by an operator");
+        Ok(released)
+    }
+
+    /// The state of one lock, and whether its key is a hash (a lock) at all.
+    async fn state(&self, name: LockName, keys: LockKeys) -> Result<(LockState, bool), LockError> {
+        let answer: Vec<Value> = self.inner.eval(&name, &scripts::inspect(&keys)).await?;
+        let mut answer = answer.into_iter();
+        let mut next = || answer.next().unwrap_or(Value::Nil);
+        let kind: String = redis::from_redis_value(next()).unwrap_or_default();
+        let fields: Vec<(String, u64)> = redis::from_redis_value(next()).unwrap_or_default();
+        let pttl: i64 = redis::from_redis_value(next()).unwrap_or(-2);
+        let fencing_token = redis::from_redis_value(next()).unwrap_or(0);
+        let waiters = redis::from_redis_value(next()).unwrap_or(0);
+        let record: Vec<String> = redis::from_redis_value(next()).unwrap_or_default();
+        let owner = fields.first().map(|(owner, _)| owner.clone());
+        Ok((
+            LockState {
+                name,
+                key: keys.lock,
+                hold_count: fields.first().map_or(0, |(_, count)| *count),
+                remaining_ttl: (owner.is_some() && pttl >= 0)
+                    .then(|| Duration::from_millis(pttl.unsigned_abs())),
+                owner,
+                fencing_token,
+                waiters,
+                holder: HolderInfo::from_fields(&record),
+            },
+            kind == "hash",
+        ))
+    }
+}
+
+/// distlock's own keys (queues, holder records, fencing counters) and Redisson's channels,
+/// which a scan under an empty key prefix also finds.
+fn is_bookkeeping(key: &[u8]) -> bool {
+    key.starts_with(b"distlock__") || key.starts_with(b"redisson_lock__")
+}

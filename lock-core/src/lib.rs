@@ -1,0 +1,110 @@
+//! Redis distributed locks: Redisson-compatible, reentrant, fenced, watched.
+//!
+//! A local `Mutex` guards one process; services that run as several instances need a lock
+//! that all of them see. `lock-core` keeps it in Redis, the way Redisson's `RLock` does, so
+//! a Rust service and a Java service exclude each other on the same name:
+//!
+//! - the lock is a hash `owner → hold count` with a lease (`PEXPIRE`), taken and released by
+//!   Lua scripts, so "check then set" and "check then delete" are atomic, and a holder whose
+//!   lease ran out can never delete its successor's lock;
+//! - a lock taken without an explicit lease is renewed by the client's watchdog (30 s lease,
+//!   renewed every 10 s), one round trip per tick for all locks of the client;
+//! - waiters subscribe to the lock's release channel and retry when the holder's TTL runs
+//!   out, so a missed message never strands them;
+//! - every fresh acquisition carries a [fencing token](LockGuard::fencing_token) that only
+//!   grows, and [`LockGuard::lost`] tells you when the lock can no longer be assumed held;
+//! - inside a [`scope`] a lock is reentrant.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use lock_core::{LockClient, LockError};
+//!
+//! # async fn demo() -> Result<(), LockError> {
+//! let client = LockClient::new("redis://127.0.0.1:6379")?;
+//!
+//! // Wait up to 2 s for the lock; the watchdog renews it while the guard lives.
+//! let guard = client.lock("item_7").wait(Duration::from_secs(2)).await?;
+//! println!("token {}", guard.fencing_token());
+//! guard.release().await?;
+//!
+//! // Or run a future under the lock; it is released whatever happens.
+//! let sold = client.with_lock("item_7", async { 1 }).await?;
+//! # let _ = sold;
+//! # Ok(()) }
+//! ```
+//!
+//! # Operating locks
+//! Every acquisition records who holds the lock ([`HolderInfo`]: service, host, pid,
+//! request id, since when) next to it, in the same script, so a busy lock's
+//! [`LockError::WaitTimeout`] names its holder. [`LockClient::inspect`],
+//! [`LockClient::list`] and [`LockClient::force_release`] are the operator's tools, and the
+//! `distlock` CLI wraps them (`cargo install lock-core --features cli`).
+//!
+//! # Metrics
+//! With the `metrics` feature, the client reports through the [`metrics`](https://docs.rs/metrics)
+//! facade (install any exporter, e.g. Prometheus). Every series is labelled by `family`, the
+//! key template of the lock ([`LockRequest::family`]), never by the lock's name:
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | `distlock_acquisitions_total` | counter | `outcome`: `acquired`, `timeout`, `unavailable` | acquisitions (not re-entries) |
+//! | `distlock_wait_seconds` | histogram | `outcome` | time an acquisition waited |
+//! | `distlock_contended_total` | counter | | acquisitions that found the lock busy |
+//! | `distlock_wakeups_total` | counter | `by`: `message`, `ttl` | waiter wake-ups |
+//! | `distlock_hold_seconds` | histogram | | acquisition to release or loss |
+//! | `distlock_held` | gauge | | locks held by this process now |
+//! | `distlock_renewals_total` | counter | | renewals Redis confirmed |
+//! | `distlock_renewal_failures_total` | counter | | renewals Redis did not answer |
+//! | `distlock_lost_total` | counter | | holds lost |
+//!
+//! # Feature flags
+//! - `macros`: re-exports [`distributed_lock`], the attribute for async functions.
+//! - `metrics`: reports the metrics above through the `metrics` facade.
+//! - `cli`: builds the `distlock` binary.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+mod acquire;
+mod backend;
+mod client;
+mod config;
+mod default;
+mod error;
+mod guard;
+mod held;
+mod inspect;
+mod metadata;
+mod metrics;
+mod name;
+mod quorum;
+mod request;
+mod scan;
+mod scope;
+mod scripts;
+mod template;
+mod waiters;
+mod watchdog;
+
+pub use client::LockClient;
+pub use config::LockClientBuilder;
+pub use default::{default_client, set_default_client};
+pub use error::LockError;
+pub use guard::{LockGuard, Lost, Release};
+pub use inspect::LockState;
+pub use metadata::HolderInfo;
+pub use name::LockName;
+pub use request::{LockRequest, OnLost};
+pub use scope::{current_lock, scope, with_lock_info, InScope, LockInfo, OwnerScope, WithLockInfo};
+pub use template::{encode_value, KeyTemplate, TemplateError};
+
+/// Not public API: what `#[distributed_lock]` expands to.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::template::KeyBuilder;
+}
+
+#[cfg(feature = "macros")]
+#[doc(inline)]
+pub use lock_macros::distributed_lock;

@@ -1,0 +1,148 @@
+//! Finding lock keys with SCAN: on one server, or on every master of a Cluster.
+
+use std::future::Future;
+use std::time::Duration;
+
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Cmd, RedisResult, Value};
+
+use crate::backend::Conn;
+use crate::client::ClientInner;
+use crate::error::LockError;
+use crate::name::LockName;
+
+/// Keys asked for per SCAN call.
+const SCAN_COUNT: usize = 1000;
+
+impl ClientInner {
+    /// Every hash key matching the glob `pattern`, on every master. Each SCAN call is
+    /// bounded by the command timeout.
+    pub(crate) async fn scan_keys(&self, pattern: &[u8]) -> Result<Vec<Vec<u8>>, LockError> {
+        let what = LockName::from(pattern);
+        let timeout = self.config.command_timeout;
+        let mut keys = Vec::new();
+        let mut conn = self.conn();
+        match conn.clone() {
+            // One server (also behind Sentinels; for Redlock, the first node).
+            Conn::Single(_) | Conn::Sentinel(_) => {
+                let mut cursor = 0u64;
+                loop {
+                    let cmd = scan(cursor, pattern);
+                    let value: Value = bounded(&what, timeout, cmd.query_async(&mut conn)).await?;
+                    cursor = page(value, &mut keys)?;
+                    if cursor == 0 {
+                        break;
+                    }
+                }
+            }
+            Conn::Cluster(lazy) => {
+                let mut conn: ClusterConnection = bounded(&what, timeout, lazy.get()).await?;
+                let slots = conn.route_command(
+                    redis::cmd("CLUSTER").arg("SLOTS").clone(),
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                );
+                for (host, port) in masters(bounded(&what, timeout, slots).await?) {
+                    let mut cursor = 0u64;
+                    loop {
+                        let node = SingleNodeRoutingInfo::ByAddress {
+                            host: host.clone(),
+                            port,
+                        };
+                        let call = conn
+                            .route_command(scan(cursor, pattern), RoutingInfo::SingleNode(node));
+                        cursor = page(bounded(&what, timeout, call).await?, &mut keys)?;
+                        if cursor == 0 {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
+    }
+}
+
+/// Runs one call within `timeout`, mapping failures to lock errors about `what`.
+async fn bounded<T>(
+    what: &LockName,
+    timeout: Duration,
+    fut: impl Future<Output = RedisResult<T>>,
+) -> Result<T, LockError> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(source)) => Err(LockError::Unavailable {
+            name: what.clone(),
+            source,
+        }),
+        Err(_) => Err(LockError::Timeout {
+            name: what.clone(),
+            after: timeout,
+        }),
+    }
+}
+
+fn scan(cursor: u64, pattern: &[u8]) -> Cmd {
+    let mut cmd = redis::cmd("SCAN");
+    cmd.arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(SCAN_COUNT)
+        .arg("TYPE")
+        .arg("hash");
+    cmd
+}
+
+/// Adds one SCAN page's keys to `keys` and answers the next cursor.
+fn page(value: Value, keys: &mut Vec<Vec<u8>>) -> Result<u64, LockError> {
+    let (cursor, found): (String, Vec<Vec<u8>>) = redis::from_redis_value(value)
+        .map_err(|e| LockError::invalid_config(format!("unexpected SCAN answer: {e}")))?;
+    keys.extend(found);
+    cursor
+        .parse()
+        .map_err(|_| LockError::invalid_config(format!("unexpected SCAN cursor {cursor:?}")))
+}
+
+/// The distinct master addresses of a `CLUSTER SLOTS` answer.
+fn masters(slots: Value) -> Vec<(String, u16)> {
+    let ranges: Vec<Vec<Value>> = redis::from_redis_value(slots).unwrap_or_default();
+    let mut out: Vec<(String, u16)> = ranges
+        .into_iter()
+        .filter_map(|range| {
+            let node: Vec<Value> = redis::from_redis_value(range.into_iter().nth(2)?).ok()?;
+            let mut node = node.into_iter();
+            let host: String = redis::from_redis_value(node.next()?).ok()?;
+            let port: u16 = redis::from_redis_value(node.next()?).ok()?;
+            Some((host, port))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Escapes the glob characters of `raw` for SCAN's MATCH (`*`, `?`, `[`, `]`, `\`).
+pub(crate) fn glob_escape(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    for &b in raw {
+        if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_characters_are_escaped() {
+        assert_eq!(glob_escape(b"a*b?[c]\\"), b"a\\*b\\?\\[c\\]\\\\");
+        assert_eq!(glob_escape(b"plain:"), b"plain:");
+    }
+}

@@ -1,0 +1,348 @@
+//! The Lua scripts. The lock itself is Redisson's `RLock` layout: a hash `owner → hold
+//! count` with a PEXPIRE, and a release publishes `0` on `redisson_lock__channel:{<key>}`.
+//! On top of it distlock keeps a fair queue of waiters, so a release hands the lock straight
+//! to the next live waiter (publishing `distlock:grant:<owner>:<token>`, which Redisson
+//! ignores) instead of waking everyone to race:
+//!
+//! - queue `distlock__queue:{<key>}`: ZSET of waiters by arrival time (ms, Redis clock);
+//! - deadlines `distlock__waiters:{<key>}`: ZSET of the same waiters by liveness deadline;
+//!   a waiter refreshes it while it waits, so a crashed waiter is skipped.
+//!
+//! - holder `distlock__holder:{<key>}`: HASH of who holds the lock (owner, service, host,
+//!   pid, request_id, acquired_at_ms by the Redis clock), with the lock's TTL.
+//!
+//! A waiter's member is `<lease ms>|<owner>|<metadata>`, so a hand-off can set the waiter's
+//! own lease and holder record (owners never contain `|`; only the first two count, and a
+//! member without metadata is accepted). Metadata is service, host, pid and request id
+//! joined by byte 31 ([`crate::metadata`] keeps control bytes out of the values).
+//! Every script touches only keys of one lock, all in one slot (see
+//! [`LockKeys`](crate::name::LockKeys)). `redis::Script` sends EVALSHA and loads the
+//! script on NOSCRIPT, so a `SCRIPT FLUSH` or a restart is survived.
+
+use std::sync::LazyLock;
+
+use std::time::Duration;
+
+use redis::{Script, ScriptInvocation};
+
+use crate::name::LockKeys;
+
+/// Shared Lua: the Redis clock in ms, and handing a free lock to the first live waiter.
+const PRELUDE: &str = r"
+local function now_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- Records who holds the lock, with the lock's lease. `meta` is service, host, pid and
+-- request id separated by byte 31; without metadata any stale record is deleted.
+local function set_holder(holder, owner, meta, now, lease)
+  redis.call('del', holder)
+  if meta == '' then return end
+  local f = {}
+  for v in string.gmatch(meta .. '\31', '([^\31]*)\31') do f[#f + 1] = v end
+  redis.call('hset', holder, 'owner', owner, 'service', f[1] or '', 'host', f[2] or '',
+    'pid', f[3] or '', 'request_id', f[4] or '', 'acquired_at_ms', now)
+  redis.call('pexpire', holder, lease)
+end
+-- The holder record's fields when it belongs to an owner of `key`, else nil.
+local function holder_of(key, holder)
+  local h = redis.call('hmget', holder, 'owner', 'service', 'host', 'pid', 'acquired_at_ms', 'request_id')
+  if h[1] and redis.call('hexists', key, h[1]) == 1 then
+    return {h[1], h[2] or '', h[3] or '', h[4] or '', h[5] or '', h[6] or ''}
+  end
+  return nil
+end
+-- Grants the (free) lock to the first waiter whose deadline has not passed, dropping dead
+-- ones. Publishes the grant unless the grantee is `caller`. Returns member, token or nil.
+local function grant_next(key, fence, queue, deadlines, channel, holder, now, caller)
+  for _ = 1, 64 do
+    local head = redis.call('zrange', queue, 0, 0)[1]
+    if not head then return nil end
+    local deadline = tonumber(redis.call('zscore', deadlines, head) or '0')
+    redis.call('zrem', queue, head)
+    redis.call('zrem', deadlines, head)
+    if deadline > now then
+      local sep = string.find(head, '|', 1, true)
+      local lease, owner, meta = string.sub(head, 1, sep - 1), string.sub(head, sep + 1), ''
+      local sep2 = string.find(owner, '|', 1, true)
+      if sep2 then
+        owner, meta = string.sub(owner, 1, sep2 - 1), string.sub(owner, sep2 + 1)
+      end
+      redis.call('hset', key, owner, 1)
+      redis.call('pexpire', key, lease)
+      set_holder(holder, owner, meta, now, lease)
+      local token = redis.call('incr', fence)
+      if head ~= caller then
+        redis.call('publish', channel, 'distlock:grant:' .. owner .. ':' .. token)
+      end
+      return head, token
+    end
+  end
+  return nil
+end
+";
+
+fn with_prelude(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}{body}"))
+}
+
+/// KEYS: lock, fence, queue, deadlines, channel, holder.
+/// ARGV: lease ms, owner, waiter TTL ms (0: do not queue), metadata.
+/// Returns `{1, token}` when this owner holds the lock (fresh, handed to it, or already
+/// its own — acquiring is idempotent, so a retry after a lost reply is safe), else
+/// `{0, pttl}` after queueing the caller, followed by the holder's owner, service, host,
+/// pid, acquired-at (ms) and request id when its record is there.
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r"
+local key, fence, queue, deadlines, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local holder = KEYS[6]
+local owner, wttl, meta = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local me = ARGV[1] .. '|' .. owner .. '|' .. meta
+if redis.call('hexists', key, owner) == 1 then
+  redis.call('pexpire', key, ARGV[1])
+  if redis.call('hget', holder, 'owner') == owner then
+    redis.call('pexpire', holder, ARGV[1])
+  end
+  return {1, tonumber(redis.call('get', fence) or '0')}
+end
+local now = now_ms()
+if redis.call('exists', key) == 0 then
+  local head, token = nil, nil
+  if redis.call('zcard', queue) > 0 then
+    head, token = grant_next(key, fence, queue, deadlines, channel, holder, now, me)
+  end
+  if head == me then
+    return {1, token}
+  end
+  if not head then
+    redis.call('hincrby', key, owner, 1)
+    redis.call('pexpire', key, ARGV[1])
+    set_holder(holder, owner, meta, now, ARGV[1])
+    return {1, redis.call('incr', fence)}
+  end
+end
+if wttl > 0 then
+  redis.call('zadd', queue, 'NX', now, me)
+  redis.call('zadd', deadlines, now + wttl, me)
+  redis.call('pexpire', queue, wttl)
+  redis.call('pexpire', deadlines, wttl)
+end
+-- The fencing counter now: a grant with a token not above it was already superseded.
+local busy = {0, redis.call('pttl', key), tonumber(redis.call('get', fence) or '0')}
+for _, v in ipairs(holder_of(key, holder) or {}) do busy[#busy + 1] = v end
+return busy
+",
+    )
+});
+
+/// KEYS: lock, channel, fence, queue, deadlines, holder. ARGV: owner, lease ms, member.
+/// Returns 0 when the owner holds nothing (it only leaves the queue), 1 when the lock was
+/// deleted and `0` published, 2 when a reentrant hold remains (Redisson clients), 3 when
+/// the lock was handed to the next waiter.
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r"
+local key, channel, fence, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local holder = KEYS[6]
+if redis.call('hexists', key, ARGV[1]) == 0 then
+  redis.call('zrem', queue, ARGV[3])
+  redis.call('zrem', deadlines, ARGV[3])
+  return 0
+end
+if redis.call('hincrby', key, ARGV[1], -1) > 0 then
+  redis.call('pexpire', key, ARGV[2])
+  if redis.call('hget', holder, 'owner') == ARGV[1] then
+    redis.call('pexpire', holder, ARGV[2])
+  end
+  return 2
+end
+redis.call('del', key, holder)
+if redis.call('zcard', queue) > 0 and grant_next(key, fence, queue, deadlines, channel, holder, now_ms(), '') then
+  return 3
+end
+redis.call('publish', channel, '0')
+return 1
+",
+    )
+});
+
+/// KEYS: fence. ARGV: token. Raises the fencing counter to at least the token (Redlock: so
+/// that any later majority, which shares a node with this one, issues a greater token).
+pub(crate) static FENCE_FLOOR: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if tonumber(redis.call('get', KEYS[1]) or '0') < tonumber(ARGV[1]) then
+  redis.call('set', KEYS[1], ARGV[1])
+end
+return 1
+",
+    )
+});
+
+/// KEYS: lock, channel, fence, queue, deadlines, holder.
+/// Deletes the lock whoever holds it, and its holder record, then hands it to the next
+/// waiter or publishes `0`. Returns 0 when there was no lock, 1 when it was deleted, 2 when
+/// it was deleted and handed to a waiter.
+pub(crate) static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r"
+local key, channel, fence, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local holder = KEYS[6]
+if redis.call('exists', key) == 0 then
+  return 0
+end
+redis.call('del', key, holder)
+if redis.call('zcard', queue) > 0 and grant_next(key, fence, queue, deadlines, channel, holder, now_ms(), '') then
+  return 2
+end
+redis.call('publish', channel, '0')
+return 1
+",
+    )
+});
+
+/// KEYS: lock, fence, queue, deadlines, holder.
+/// A consistent snapshot: `{type, HGETALL of the lock, pttl, last fencing token, live
+/// waiters, holder record (owner, service, host, pid, acquired-at ms, request id or empty)}`.
+pub(crate) static INSPECT: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r"
+local key, fence, queue, deadlines, holder = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local kind = redis.call('type', key).ok
+local fields = {}
+if kind == 'hash' then fields = redis.call('hgetall', key) end
+local record = {}
+if kind == 'hash' then record = holder_of(key, holder) or {} end
+local waiters = redis.call('zcount', deadlines, '(' .. now_ms(), '+inf')
+return {kind, fields, redis.call('pttl', key), tonumber(redis.call('get', fence) or '0'), waiters, record}
+",
+    )
+});
+
+/// KEYS: locks, then optionally their holder records in the same order. ARGV: owner and
+/// lease ms for each lock, in order.
+/// For each lock still held by its owner, raises its TTL to at least the lease (never
+/// shortens it), gives the owner's holder record the same TTL, and answers the resulting
+/// TTL in ms; answers 0 for a lock the owner lost. Without holder keys, each record's name
+/// is derived from its lock key (same slot; for callers that pass only locks).
+pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local out = {}
+local n = #ARGV / 2
+for i = 1, n do
+  local key, owner, lease = KEYS[i], ARGV[2 * i - 1], tonumber(ARGV[2 * i])
+  local holder = KEYS[n + i] or ('distlock__holder:{' .. key .. '}')
+  if redis.call('hexists', key, owner) == 1 then
+    local ttl = redis.call('pttl', key)
+    if ttl < lease then
+      redis.call('pexpire', key, lease)
+      ttl = lease
+    end
+    if redis.call('hget', holder, 'owner') == owner then
+      redis.call('pexpire', holder, ttl)
+    end
+    out[i] = ttl
+  else
+    out[i] = 0
+  end
+end
+return out
+",
+    )
+});
+
+/// An ACQUIRE call; `waiter_ttl` zero means "do not queue".
+pub(crate) fn acquire(
+    keys: &LockKeys,
+    owner: &str,
+    lease: Duration,
+    waiter_ttl: Duration,
+    meta: &str,
+) -> ScriptInvocation<'static> {
+    let mut call = ACQUIRE.prepare_invoke();
+    call.key(&keys.lock)
+        .key(&keys.fence)
+        .key(&keys.queue)
+        .key(&keys.deadlines)
+        .key(&keys.channel)
+        .key(&keys.holder)
+        .arg(millis(lease))
+        .arg(owner)
+        .arg(millis(waiter_ttl))
+        .arg(meta);
+    call
+}
+
+/// A RELEASE call: releases `owner`'s hold, or takes its entry (queued with `meta`) out of
+/// the queue.
+pub(crate) fn release(
+    keys: &LockKeys,
+    owner: &str,
+    lease: Duration,
+    meta: &str,
+) -> ScriptInvocation<'static> {
+    let mut call = RELEASE.prepare_invoke();
+    call.key(&keys.lock)
+        .key(&keys.channel)
+        .key(&keys.fence)
+        .key(&keys.queue)
+        .key(&keys.deadlines)
+        .key(&keys.holder)
+        .arg(owner)
+        .arg(millis(lease))
+        .arg(member(lease, owner, meta));
+    call
+}
+
+/// A FORCE_RELEASE call.
+pub(crate) fn force_release(keys: &LockKeys) -> ScriptInvocation<'static> {
+    let mut call = FORCE_RELEASE.prepare_invoke();
+    call.key(&keys.lock)
+        .key(&keys.channel)
+        .key(&keys.fence)
+        .key(&keys.queue)
+        .key(&keys.deadlines)
+        .key(&keys.holder);
+    call
+}
+
+/// An INSPECT call.
+pub(crate) fn inspect(keys: &LockKeys) -> ScriptInvocation<'static> {
+    let mut call = INSPECT.prepare_invoke();
+    call.key(&keys.lock)
+        .key(&keys.fence)
+        .key(&keys.queue)
+        .key(&keys.deadlines)
+        .key(&keys.holder);
+    call
+}
+
+/// A RENEW call for `(keys, owner, lease)` of each lock: the locks, then their holder
+/// records, as the script expects.
+pub(crate) fn renew<'a>(
+    locks: impl IntoIterator<Item = (&'a LockKeys, &'a str, Duration)> + Clone,
+) -> ScriptInvocation<'static> {
+    let mut call = RENEW.prepare_invoke();
+    for (keys, owner, lease) in locks.clone() {
+        call.key(&keys.lock).arg(owner).arg(millis(lease));
+    }
+    for (keys, _, _) in locks {
+        call.key(&keys.holder);
+    }
+    call
+}
+
+/// The prefix of a grant message; the rest is `<owner>:<token>`.
+pub(crate) const GRANT_PREFIX: &[u8] = b"distlock:grant:";
+
+/// A waiter's queue member: `<lease ms>|<owner>|<metadata>`.
+fn member(lease: Duration, owner: &str, meta: &str) -> String {
+    format!("{}|{owner}|{meta}", millis(lease))
+}
+
+/// Milliseconds for Redis arguments (leases are validated to fit).
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

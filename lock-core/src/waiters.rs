@@ -1,0 +1,390 @@
+//! Release notifications: one pub/sub connection per client carries every channel that has
+//! a waiter, and a channel is unsubscribed as soon as its last waiter leaves.
+//!
+//! Two kinds of message arrive: a plain release (`0`, from Redisson clients or when nobody
+//! was queued) wakes every waiter of the channel to retry; a grant
+//! (`distlock:grant:<owner>:<token>`) goes to the one waiter it names, which now holds the
+//! lock. Waiters never depend on a message alone: each also retries when the holder's TTL
+//! runs out, and after a pub/sub reconnect every waiter is woken to retry (messages may have
+//! been missed while disconnected; a retry finds a grant, since acquiring is idempotent).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::{PubSubSink, PubSubStream};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::SentinelConn;
+use crate::scripts::GRANT_PREFIX;
+
+/// How often an idle pub/sub connection is pinged, to notice a silently dead connection.
+const PING_EVERY: Duration = Duration::from_secs(5);
+/// Longest pause between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+#[derive(Debug)]
+struct Channel {
+    wake: watch::Sender<u64>,
+    waiters: usize,
+}
+
+enum Command {
+    Subscribe(Vec<u8>),
+    Unsubscribe(Vec<u8>),
+    /// Answered once every earlier command ran: `true` when they ran on a live connection.
+    Barrier(oneshot::Sender<bool>),
+}
+
+#[derive(Debug)]
+struct Shared {
+    channels: Mutex<HashMap<Vec<u8>, Channel>>,
+    /// Waiting owners, to route grants to.
+    grants: Mutex<HashMap<String, oneshot::Sender<u64>>>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Shared {
+    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Channel>> {
+        self.channels.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn grants(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<u64>>> {
+        self.grants.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Routes one message: a grant to its owner, anything else to the channel's waiters.
+    fn deliver(&self, channel: &[u8], payload: &[u8]) {
+        let Some(grant) = payload.strip_prefix(GRANT_PREFIX) else {
+            return self.wake(channel);
+        };
+        let parsed = std::str::from_utf8(grant).ok().and_then(|g| {
+            let (owner, token) = g.rsplit_once(':')?;
+            Some((owner, token.parse::<u64>().ok()?))
+        });
+        if let Some((owner, token)) = parsed {
+            if let Some(waiter) = self.grants().remove(owner) {
+                let _ = waiter.send(token);
+            }
+        }
+    }
+
+    fn wake(&self, channel: &[u8]) {
+        if let Some(entry) = self.channels().get(channel) {
+            entry.wake.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    fn wake_all(&self) {
+        for entry in self.channels().values() {
+            entry.wake.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+}
+
+/// The client's registry of waited-on channels and the handle to its pub/sub task.
+#[derive(Debug, Clone)]
+pub(crate) struct Waiters {
+    shared: Arc<Shared>,
+}
+
+/// One waiter's subscription; unsubscribes the channel when its last waiter drops it.
+#[derive(Debug)]
+pub(crate) struct Subscription {
+    shared: Arc<Shared>,
+    channel: Vec<u8>,
+    owner: String,
+    wake: watch::Receiver<u64>,
+    grant: Option<oneshot::Receiver<u64>>,
+}
+
+/// What woke a waiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// A release (or reconnect): retry.
+    Released,
+    /// The lock was handed to this waiter, with this fencing token.
+    Granted(u64),
+}
+
+impl Subscription {
+    /// Listens for a grant again, after one that turned out stale.
+    pub(crate) fn rearm_grant(&mut self) {
+        let (grant_tx, grant) = oneshot::channel();
+        self.shared.grants().insert(self.owner.clone(), grant_tx);
+        self.grant = Some(grant);
+    }
+
+    /// Resolves on the next grant for this waiter, or release message or reconnect.
+    pub(crate) async fn next(&mut self) -> Wake {
+        loop {
+            let granted = self.grant.is_some();
+            tokio::select! {
+                token = async { self.grant.as_mut().expect("guarded").await }, if granted => {
+                    match token {
+                        Ok(token) => return Wake::Granted(token),
+                        Err(_) => self.grant = None,
+                    }
+                }
+                changed = self.wake.changed() => {
+                    if changed.is_ok() {
+                        return Wake::Released;
+                    }
+                    // The channel entry is gone only after this waiter left: nothing to wait for.
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.shared.grants().remove(&self.owner);
+        let mut channels = self.shared.channels();
+        if let Some(entry) = channels.get_mut(&self.channel) {
+            entry.waiters -= 1;
+            if entry.waiters == 0 {
+                channels.remove(&self.channel);
+                // Sent under the registry lock, so commands keep the order of the counts.
+                let _ = self
+                    .shared
+                    .commands
+                    .send(Command::Unsubscribe(std::mem::take(&mut self.channel)));
+            }
+        }
+    }
+}
+
+impl Waiters {
+    /// Starts the pub/sub task; it connects on the first subscription.
+    pub(crate) fn start(source: PubSubSource, timeout: Duration, stop: CancellationToken) -> Self {
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            channels: Mutex::default(),
+            grants: Mutex::default(),
+            commands,
+        });
+        let task = Task {
+            source,
+            next_client: 0,
+            timeout,
+            shared: Arc::clone(&shared),
+            commands: receiver,
+        };
+        tokio::spawn(task.run(stop));
+        Self { shared }
+    }
+
+    /// Subscribes `owner` to `channel` and waits (at most `timeout`) until Redis confirmed
+    /// it, so a release or grant published after this returns is seen. If pub/sub is down,
+    /// returns anyway: the waiter then relies on the holder's TTL and its own retries.
+    pub(crate) async fn subscribe(
+        &self,
+        channel: &[u8],
+        owner: &str,
+        timeout: Duration,
+    ) -> Subscription {
+        let (grant_tx, grant) = oneshot::channel();
+        self.shared.grants().insert(owner.to_owned(), grant_tx);
+        let (barrier, confirmed) = oneshot::channel();
+        let wake = {
+            let mut channels = self.shared.channels();
+            let entry = channels.entry(channel.to_vec()).or_insert_with(|| {
+                let _ = self
+                    .shared
+                    .commands
+                    .send(Command::Subscribe(channel.to_vec()));
+                Channel {
+                    wake: watch::Sender::new(0),
+                    waiters: 0,
+                }
+            });
+            entry.waiters += 1;
+            let _ = self.shared.commands.send(Command::Barrier(barrier));
+            entry.wake.subscribe()
+        };
+        let subscription = Subscription {
+            shared: Arc::clone(&self.shared),
+            channel: channel.to_vec(),
+            owner: owner.to_owned(),
+            wake,
+            grant: Some(grant),
+        };
+        let live = tokio::time::timeout(timeout, confirmed).await;
+        if !matches!(live, Ok(Ok(true))) {
+            tracing::debug!("release channel not confirmed; waiting by the holder's TTL");
+        }
+        subscription
+    }
+
+    /// Channels with at least one waiter (for tests and inspection).
+    pub(crate) fn channel_count(&self) -> usize {
+        self.shared.channels().len()
+    }
+}
+
+/// Where the pub/sub connection goes.
+pub(crate) enum PubSubSource {
+    /// The one server, each Cluster seed in turn, or each Redlock node in turn.
+    Nodes(Vec<redis::Client>),
+    /// The current master of a Sentinel-managed set (replicas see publishes too, but a
+    /// failover may have killed the old master).
+    Sentinel(SentinelConn),
+}
+
+struct Task {
+    source: PubSubSource,
+    next_client: usize,
+    timeout: Duration,
+    shared: Arc<Shared>,
+    commands: mpsc::UnboundedReceiver<Command>,
+}
+
+impl Task {
+    async fn run(mut self, stop: CancellationToken) {
+        let mut backoff = Duration::from_millis(50);
+        // Stay idle until someone waits: clients that never wait hold no pub/sub connection.
+        let Some(first) = self.next_command(&stop).await else {
+            return;
+        };
+        let mut pending = Some(first);
+        loop {
+            let timeout = self.timeout;
+            let connect = async {
+                let client = self.pubsub_client().await?;
+                client.get_async_pubsub().await
+            };
+            let connected = tokio::select! {
+                () = stop.cancelled() => return,
+                c = tokio::time::timeout(timeout, connect) => c,
+            };
+            match connected {
+                Ok(Ok(pubsub)) => {
+                    backoff = Duration::from_millis(50);
+                    let (sink, stream) = pubsub.split();
+                    if !self.serve(sink, stream, &mut pending, &stop).await {
+                        return;
+                    }
+                }
+                Ok(Err(error)) => tracing::debug!(%error, "pub/sub connect failed"),
+                Err(_) => tracing::debug!("pub/sub connect timed out"),
+            }
+            // While disconnected, barriers are answered `false` so nobody blocks on us.
+            if !self.idle_for(backoff, &mut pending, &stop).await {
+                return;
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// The client to connect with next; rotates so a dead node is not retried forever.
+    async fn pubsub_client(&mut self) -> redis::RedisResult<redis::Client> {
+        match &self.source {
+            PubSubSource::Nodes(clients) => {
+                let client = clients[self.next_client % clients.len()].clone();
+                self.next_client = self.next_client.wrapping_add(1);
+                Ok(client)
+            }
+            PubSubSource::Sentinel(sentinel) => sentinel.master_client().await,
+        }
+    }
+
+    async fn next_command(&mut self, stop: &CancellationToken) -> Option<Command> {
+        tokio::select! {
+            () = stop.cancelled() => None,
+            c = self.commands.recv() => c,
+        }
+    }
+
+    async fn idle_for(
+        &mut self,
+        pause: Duration,
+        pending: &mut Option<Command>,
+        stop: &CancellationToken,
+    ) -> bool {
+        if let Some(Command::Barrier(b)) = pending.take() {
+            let _ = b.send(false);
+        }
+        let until = tokio::time::Instant::now() + pause;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return false,
+                () = tokio::time::sleep_until(until) => return true,
+                c = self.commands.recv() => match c {
+                    Some(Command::Barrier(b)) => { let _ = b.send(false); }
+                    Some(_) => {} // the registry is replayed on reconnect
+                    None => return false,
+                }
+            }
+        }
+    }
+
+    /// Serves one connection; false when the client is gone.
+    async fn serve(
+        &mut self,
+        mut sink: PubSubSink,
+        mut stream: PubSubStream,
+        pending: &mut Option<Command>,
+        stop: &CancellationToken,
+    ) -> bool {
+        let channels: Vec<Vec<u8>> = self.shared.channels().keys().cloned().collect();
+        if !channels.is_empty() && self.call(sink.subscribe(channels)).await.is_err() {
+            return true;
+        }
+        self.shared.wake_all();
+        tracing::debug!("pub/sub connected");
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.reset();
+        loop {
+            let command = match pending.take() {
+                Some(c) => Some(c),
+                None => tokio::select! {
+                    () = stop.cancelled() => return false,
+                    c = self.commands.recv() => match c { Some(c) => Some(c), None => return false },
+                    message = stream.next() => match message {
+                        Some(message) => {
+                            if let (Ok(channel), Ok(payload)) = (message.get_channel::<Vec<u8>>(), message.get_payload::<Vec<u8>>()) {
+                                self.shared.deliver(&channel, &payload);
+                            }
+                            None
+                        }
+                        None => return true,
+                    },
+                    _ = ping.tick() => {
+                        if self.call(sink.ping::<String>()).await.is_err() { return true; }
+                        None
+                    }
+                },
+            };
+            let ok = match command {
+                None => true,
+                Some(Command::Subscribe(c)) => self.call(sink.subscribe(c)).await.is_ok(),
+                Some(Command::Unsubscribe(c)) => self.call(sink.unsubscribe(c)).await.is_ok(),
+                Some(Command::Barrier(b)) => {
+                    let _ = b.send(true);
+                    true
+                }
+            };
+            if !ok {
+                return true;
+            }
+        }
+    }
+
+    async fn call<T>(
+        &self,
+        fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, ()> {
+        match tokio::time::timeout(self.timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "pub/sub command failed");
+                Err(())
+            }
+            Err(_) => Err(()),
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! The attribute's options: parsed keeping every keyword token (for error spans), then
+//! validated into a final [`Config`].
+
+use proc_macro2::Span;
+use syn::parse::{Parse, ParseStream};
+use syn::{Expr, LitStr, Token};
+
+use crate::template::Template;
+
+mod kw {
+    syn::custom_keyword!(key);
+    syn::custom_keyword!(lease);
+    syn::custom_keyword!(wait);
+    syn::custom_keyword!(client);
+    syn::custom_keyword!(on_lost);
+}
+
+/// Every option, for "unknown option" messages.
+const OPTIONS: &str = "`key`, `lease`, `wait`, `client`, `on_lost`, `crate`";
+
+/// The options as written, before validation.
+#[derive(Default)]
+pub(crate) struct Args {
+    key: Option<LitStr>,
+    lease: Option<LitStr>,
+    wait: Option<LitStr>,
+    client: Option<Expr>,
+    on_lost: Option<LitStr>,
+    krate: Option<LitStr>,
+}
+
+/// What `run` does on a lost lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnLost {
+    Abort,
+    Continue,
+}
+
+/// The validated configuration that [`expand`](crate::expand) works from.
+pub(crate) struct Config {
+    /// The key template and its literal (errors about placeholders point at it).
+    pub(crate) key: (LitStr, Template),
+    /// Explicit lease in milliseconds (no watchdog).
+    pub(crate) lease: Option<(u64, Span)>,
+    /// Bounded wait in milliseconds; `0` tries once.
+    pub(crate) wait: Option<(u64, Span)>,
+    pub(crate) client: Option<Expr>,
+    pub(crate) on_lost: OnLost,
+    /// The path of lock-core, `::lock_core` unless `crate = "…"` says otherwise.
+    pub(crate) krate: syn::Path,
+}
+
+/// Fills `slot`; a second `name = …` is an error on its keyword.
+fn set<T>(slot: &mut Option<T>, name: &str, name_span: Span, value: T) -> syn::Result<()> {
+    if slot.is_some() {
+        return Err(syn::Error::new(
+            name_span,
+            format!("duplicate option `{name}`: give each option once"),
+        ));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut args = Args::default();
+        while !input.is_empty() {
+            let lookahead = input.lookahead1();
+            if lookahead.peek(kw::key) {
+                let kw: kw::key = input.parse()?;
+                input.parse::<Token![=]>()?;
+                set(&mut args.key, "key", kw.span, input.parse()?)?;
+            } else if lookahead.peek(kw::lease) {
+                let kw: kw::lease = input.parse()?;
+                input.parse::<Token![=]>()?;
+                set(&mut args.lease, "lease", kw.span, input.parse()?)?;
+            } else if lookahead.peek(kw::wait) {
+                let kw: kw::wait = input.parse()?;
+                input.parse::<Token![=]>()?;
+                set(&mut args.wait, "wait", kw.span, input.parse()?)?;
+            } else if lookahead.peek(kw::client) {
+                let kw: kw::client = input.parse()?;
+                input.parse::<Token![=]>()?;
+                set(&mut args.client, "client", kw.span, input.parse()?)?;
+            } else if lookahead.peek(kw::on_lost) {
+                let kw: kw::on_lost = input.parse()?;
+                input.parse::<Token![=]>()?;
+                set(&mut args.on_lost, "on_lost", kw.span, input.parse()?)?;
+            } else if lookahead.peek(Token![crate]) {
+                let kw: Token![crate] = input.parse()?;
+                input.parse::<Token![=]>()?;
+                set(&mut args.krate, "crate", kw.span, input.parse()?)?;
+            } else if input.peek(syn::Ident) {
+                let ident: syn::Ident = input.parse()?;
+                return Err(syn::Error::new(
+                    ident.span(),
+                    format!("unknown option `{ident}`: expected one of {OPTIONS}"),
+                ));
+            } else {
+                return Err(lookahead.error());
+            }
+            if input.is_empty() {
+                break;
+            }
+            input.parse::<Token![,]>()?;
+        }
+        Ok(args)
+    }
+}
+
+impl Args {
+    /// Checks every option, turning the written values into the final [`Config`].
+    ///
+    /// `params` are the names the function binds, for the key's placeholders.
+    pub(crate) fn validate(self, params: &crate::template::Params) -> syn::Result<Config> {
+        let Some(key) = self.key else {
+            return Err(syn::Error::new(
+                Span::call_site(),
+                "missing option `key`: write the lock's name, e.g. \
+                 `#[distributed_lock(key = \"item_<id>\")]`",
+            ));
+        };
+        let template = Template::parse(&key, params)?;
+        let lease = self
+            .lease
+            .map(|opt| {
+                let ms = parse_duration(&opt)?;
+                if ms == 0 {
+                    return Err(syn::Error::new(
+                        opt.span(),
+                        "`lease` must be longer than zero, e.g. `lease = \"10s\"` \
+                         (leave it out to have the watchdog renew the lock)",
+                    ));
+                }
+                Ok((ms, opt.span()))
+            })
+            .transpose()?;
+        let wait = self
+            .wait
+            .map(|opt| Ok::<_, syn::Error>((parse_duration(&opt)?, opt.span())))
+            .transpose()?;
+        let on_lost = match self.on_lost {
+            None => OnLost::Abort,
+            Some(opt) => match opt.value().as_str() {
+                "abort" => OnLost::Abort,
+                "continue" => OnLost::Continue,
+                other => {
+                    return Err(syn::Error::new(
+                        opt.span(),
+                        format!(
+                            "unknown `on_lost` value {other:?}: expected \"abort\" or \"continue\""
+                        ),
+                    ))
+                }
+            },
+        };
+        let krate = match self.krate {
+            None => syn::parse_quote!(::lock_core),
+            Some(opt) => opt.parse::<syn::Path>().map_err(|_| {
+                syn::Error::new(
+                    opt.span(),
+                    format!(
+                        "`crate` must be a path such as \"::lock_core\" or \"my_crate::locks\", not {:?}",
+                        opt.value()
+                    ),
+                )
+            })?,
+        };
+        Ok(Config {
+            key: (key, template),
+            lease,
+            wait,
+            client: self.client,
+            on_lost,
+            krate,
+        })
+    }
+}
+
+/// Parses a human duration such as `"10s"`, `"500ms"`, `"2m"` or `"1m30s"` into milliseconds.
+fn parse_duration(lit: &LitStr) -> syn::Result<u64> {
+    let text = lit.value();
+    duration_ms(&text).ok_or_else(|| {
+        syn::Error::new(
+            lit.span(),
+            format!(
+                "bad duration {text:?}: write a number with a unit `ms`, `s` or `m`, \
+                 such as \"500ms\", \"10s\", \"2m\" or \"1m30s\""
+            ),
+        )
+    })
+}
+
+fn duration_ms(text: &str) -> Option<u64> {
+    if text.is_empty() {
+        return None;
+    }
+    let mut total: u64 = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return None;
+        }
+        let number: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total = total.checked_add(number.checked_mul(factor)?)?;
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration_ms;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration_ms("10s"), Some(10_000));
+        assert_eq!(duration_ms("500ms"), Some(500));
+        assert_eq!(duration_ms("2m"), Some(120_000));
+        assert_eq!(duration_ms("1m30s"), Some(90_000));
+        assert_eq!(duration_ms("0s"), Some(0));
+        for bad in [
+            "",
+            "10",
+            "s",
+            "10 s",
+            "1.5s",
+            "10h",
+            "-1s",
+            "99999999999999999999s",
+        ] {
+            assert_eq!(duration_ms(bad), None, "{bad:?}");
+        }
+    }
+}

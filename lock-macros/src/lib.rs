@@ -1,0 +1,161 @@
+//! The `#[distributed_lock]` attribute for [`lock-core`](https://docs.rs/lock-core).
+//!
+//! Use it through lock-core's `macros` feature (`lock_core::distributed_lock`); see the
+//! attribute's documentation for every option.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+mod attr;
+mod expand;
+mod template;
+
+use proc_macro::TokenStream;
+
+/// Runs an `async fn` under a Redis distributed lock whose name is built from its parameters.
+///
+/// The lock is taken before the body runs, renewed by the client's watchdog while it runs,
+/// and released when the body returns, panics or the call is cancelled (its future dropped).
+///
+/// ```no_run
+/// use lock_core::{distributed_lock, LockError};
+///
+/// #[derive(Debug)]
+/// enum ShopError {
+///     Lock(LockError),
+///     SoldOut,
+/// }
+///
+/// impl From<LockError> for ShopError {
+///     fn from(e: LockError) -> Self {
+///         ShopError::Lock(e)
+///     }
+/// }
+///
+/// #[distributed_lock(key = "item_<id>", wait = "2s")]
+/// async fn buy(id: u64, quantity: u32) -> Result<u32, ShopError> {
+///     // Only one caller in the whole fleet runs this for a given `id` at a time.
+///     let token = lock_core::current_lock().expect("held").fencing_token();
+///     println!("buying {quantity} of {id} with fencing token {token}");
+///     Ok(quantity)
+/// }
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// // Once, at start-up: the client that functions without `client = …` use.
+/// let _ = lock_core::set_default_client(lock_core::LockClient::new("redis://127.0.0.1:6379")?);
+/// buy(7, 1).await.map_err(|e| format!("{e:?}"))?;
+/// # Ok(()) }
+/// ```
+///
+/// # Options
+///
+/// | option | meaning |
+/// | --- | --- |
+/// | `key = "item_<id>"` | **required**; the lock's name, a template (below) |
+/// | `lease = "10s"` | an explicit lease: the lock expires after it and the watchdog does not renew it; without it the watchdog keeps the lock while the body runs |
+/// | `wait = "2s"` | wait at most this long for a busy lock (`"0s"`: try once); without it the client's default wait applies |
+/// | `client = expr` | an expression giving the [`LockClient`] (or a reference to one); it may use the parameters, e.g. `client = app.locks` or `client = self.locks`; without it the process-wide default client from `lock_core::set_default_client` is used, and a call made before one was installed returns `LockError::NoDefaultClient` |
+/// | `on_lost = "abort"` | the default: when the lock is lost (its key deleted or expired, Redis restarted), the body is dropped at its next `.await` and the function returns `LockError::Lost` |
+/// | `on_lost = "continue"` | the body runs on after a loss (the loss is logged) |
+/// | `crate = "path"` | where lock-core is, for crates that re-export it (default `::lock_core`) |
+///
+/// Durations are written as a number and a unit, `ms`, `s` or `m`, and may be combined:
+/// `"500ms"`, `"10s"`, `"2m"`, `"1m30s"`. They are checked at compile time.
+///
+/// [`LockClient`]: https://docs.rs/lock-core/latest/lock_core/struct.LockClient.html
+///
+/// # Key templates
+///
+/// - `<name>` is replaced by the value of the parameter `name`, formatted with `Display`;
+/// - `<order.id>`, `<self.tenant>`, `<pair.0>` follow fields and tuple indices;
+/// - names bound inside parameter patterns count as parameters: with
+///   `Path((shop, item)): Path<(u32, u32)>` the template can use `<shop>` and `<item>`,
+///   with `State(app): State<App>` it can use `<app.region>`;
+/// - `<<` is a literal `<`; every other character is literal;
+/// - two placeholders must be separated by a character such as `:` or `/` (`"<shop>:<item>"`,
+///   not `"<shop><item>"` or `"<shop>_<item>"`).
+///
+/// Values are percent-encoded (only letters, digits, `-`, `.`, `_` and `~` stay as they are),
+/// so two different argument tuples never give the same lock name: `("a:b", "c")` and
+/// `("a", "b:c")` give `a%3Ab:c` and `a:b%3Ac`. The grammar is the one of
+/// `lock_core::KeyTemplate`, which the tower layer uses. A template error, or a placeholder
+/// that names no parameter, is a compile error.
+///
+/// The values are computed before the body runs, so the body may take the parameters by
+/// value.
+///
+/// # The function
+///
+/// - It must be an `async fn` (not `const`) with a body: a free function, an inherent or
+///   trait-impl method (`&self`, `&mut self`, `self`, `self: Arc<Self>`), generic with
+///   where-clauses and `impl Trait` arguments; its signature is kept as written.
+/// - It must return `Result<T, E>` with `E: From<LockError>` (a type named `Result` or
+///   ending in `Result`, such as `io::Result<T>` or an alias): lock failures come back as
+///   `Err(E::from(lock_error))`. Anything else is a compile error that says so.
+/// - Its future is `Send` whenever the body's is, so it can be spawned and used directly as
+///   an axum handler.
+/// - Each call makes one heap allocation: the lock's work is boxed, so a chain of nested
+///   locked calls does not multiply the size of the caller's future.
+/// - It stacks with other attributes such as `#[tracing::instrument]`: placed above
+///   `#[distributed_lock]`, the span also covers waiting for the lock.
+///
+/// # Reentrancy and the fencing token
+///
+/// Each call opens a reentrancy owner scope, or joins the caller's: a locked function that
+/// calls another locked function on the same key (directly or deeper down the same call
+/// chain) re-enters the lock instead of deadlocking, while other callers wait.
+///
+/// Inside the body, `lock_core::current_lock()` returns the innermost lock held:
+/// `lock_core::current_lock().unwrap().fencing_token()` is the token to pass to the storage
+/// that the lock protects, so it can refuse writes from a holder whose lock was lost.
+///
+/// # Equivalent code without the macro
+///
+/// ```ignore
+/// #[distributed_lock(key = "item_<id>", wait = "2s", client = app.locks)]
+/// async fn buy(id: u64, app: &App) -> Result<Receipt, ShopError> {
+///     /* body */
+/// }
+/// ```
+///
+/// expands to about
+///
+/// ```ignore
+/// async fn buy(id: u64, app: &App) -> Result<Receipt, ShopError> {
+///     // The name borrows the parameters before the body takes them.
+///     let name = ::lock_core::__private::KeyBuilder::new().literal("item_").value(&id).finish();
+///     let request = (app.locks)
+///         .lock(name)
+///         .wait(::core::time::Duration::from_millis(2000))
+///         .on_lost(::lock_core::OnLost::Abort);
+///     let body = async move {
+///         // Never runs: pins the block's output to the declared type, so type errors and
+///         // `?` in the body behave as in the function itself.
+///         if false {
+///             let ret: Result<Receipt, ShopError> = loop {};
+///             return ret;
+///         }
+///         { /* body */ }
+///     };
+///     // Boxed, so that nested locked calls do not grow the caller's future.
+///     match Box::pin(request.run(body)).await {
+///         Ok(output) => output,
+///         Err(lock_error) => Err(From::from(lock_error)),
+///     }
+/// }
+/// ```
+///
+/// Without `client = …`, the client is
+/// `match ::lock_core::default_client() { Ok(c) => c, Err(e) => return Err(From::from(e)) }`.
+/// The same can be written by hand with `LockClient::lock(name).run(future)`, or
+/// `KeyTemplate` for names known only at run time.
+///
+/// # Compile errors
+///
+/// Non-async and `const` functions, a missing or empty `key`, an unknown placeholder (the
+/// message lists the parameters), an unclosed `<`, unknown or repeated options (the message
+/// lists the valid ones), bad durations and a return type that is not a `Result` are errors
+/// on the offending token. The function is still emitted, so IDEs keep working.
+#[proc_macro_attribute]
+pub fn distributed_lock(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand::distributed_lock(attr.into(), item.into()).into()
+}

@@ -1,0 +1,357 @@
+//! The key template grammar at compile time, resolved against the function's parameters.
+//!
+//! The grammar is lock-core's (see `lock_core::KeyTemplate`), checked here so that a bad
+//! template fails the build instead of the first call:
+//! - `<path>` is a placeholder; a path is one or more segments of letters, digits, `_` and
+//!   `-`, joined by `.`;
+//! - `<<` is a literal `<`; any other character is literal;
+//! - two placeholders must be separated by at least one character that is not a letter,
+//!   digit, `-`, `.`, `_` or `~` (e.g. `:` or `/`), so that names stay unambiguous.
+//!
+//! The first segment of a path names a binding of the function: a parameter, a name bound
+//! inside a parameter's pattern (`Path(id): Path<u64>`), or `self`. The other segments are
+//! field names or tuple indices (`<order.id>`, `<pair.0>`).
+
+use proc_macro2::TokenStream;
+use quote::{quote, ToTokens};
+use syn::ext::IdentExt;
+use syn::{FnArg, Ident, LitStr, Member, Pat, Token};
+
+/// One binding the function's parameters introduce.
+#[derive(Clone)]
+enum Binding {
+    /// A name bound by a parameter's pattern.
+    Ident(Ident),
+    /// The method receiver.
+    SelfValue(Token![self]),
+}
+
+/// The names the function's parameters bind, in order.
+pub(crate) struct Params(Vec<(String, Binding)>);
+
+impl Params {
+    /// Collects the bindings of `inputs`, including those inside patterns.
+    pub(crate) fn collect<'a>(inputs: impl IntoIterator<Item = &'a FnArg>) -> Self {
+        let mut params = Vec::new();
+        for input in inputs {
+            match input {
+                FnArg::Receiver(receiver) => {
+                    params.push(("self".to_owned(), Binding::SelfValue(receiver.self_token)));
+                }
+                FnArg::Typed(typed) => collect_pat(&typed.pat, &mut params),
+            }
+        }
+        Self(params)
+    }
+
+    fn get(&self, name: &str) -> Option<&Binding> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, b)| b)
+    }
+
+    /// "`id`, `app`", for messages.
+    fn list(&self) -> String {
+        self.0
+            .iter()
+            .map(|(n, _)| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn collect_pat(pat: &Pat, out: &mut Vec<(String, Binding)>) {
+    match pat {
+        Pat::Ident(p) => {
+            out.push((p.ident.unraw().to_string(), Binding::Ident(p.ident.clone())));
+            if let Some((_, sub)) = &p.subpat {
+                collect_pat(sub, out);
+            }
+        }
+        Pat::Tuple(p) => p.elems.iter().for_each(|p| collect_pat(p, out)),
+        Pat::TupleStruct(p) => p.elems.iter().for_each(|p| collect_pat(p, out)),
+        Pat::Struct(p) => p.fields.iter().for_each(|f| collect_pat(&f.pat, out)),
+        Pat::Slice(p) => p.elems.iter().for_each(|p| collect_pat(p, out)),
+        Pat::Reference(p) => collect_pat(&p.pat, out),
+        Pat::Paren(p) => collect_pat(&p.pat, out),
+        Pat::Type(p) => collect_pat(&p.pat, out),
+        // Every alternative binds the same names.
+        Pat::Or(p) => {
+            if let Some(first) = p.cases.first() {
+                collect_pat(first, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A placeholder resolved to a binding and its field path.
+struct Value {
+    root: Binding,
+    fields: Vec<Member>,
+}
+
+enum Part {
+    Literal(String),
+    Value(Value),
+}
+
+/// A parsed key template whose placeholders all name bindings of the function.
+pub(crate) struct Template {
+    parts: Vec<Part>,
+}
+
+/// A template error on the literal, with a hint.
+fn error(lit: &LitStr, message: impl std::fmt::Display) -> syn::Error {
+    syn::Error::new(lit.span(), message)
+}
+
+/// True for characters that encoded values keep as they are.
+fn is_unreserved(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~')
+}
+
+fn is_valid_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.split('.').all(|segment| {
+            !segment.is_empty()
+                && segment
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+}
+
+/// The grammar's pieces before resolution: literals and placeholder paths.
+#[derive(Debug, PartialEq, Eq)]
+enum RawPart {
+    Literal(String),
+    Value(String),
+}
+
+/// Splits `template` into literal text and placeholder paths, checking the grammar.
+fn split(template: &str) -> Result<Vec<RawPart>, String> {
+    if template.is_empty() {
+        return Err("the key is empty: write the lock's name, e.g. `key = \"item_<id>\"`".into());
+    }
+    let mut parts = Vec::new();
+    let mut literal = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('<') {
+        literal.push_str(&rest[..open]);
+        rest = &rest[open + 1..];
+        if let Some(after) = rest.strip_prefix('<') {
+            literal.push('<');
+            rest = after;
+            continue;
+        }
+        let at = template.len() - rest.len() - 1;
+        let Some(close) = rest.find('>') else {
+            return Err(format!(
+                "unclosed `<` at byte {at} of the key: close the placeholder with `>`, \
+                 or write `<<` for a literal `<`"
+            ));
+        };
+        let path = &rest[..close];
+        if !is_valid_path(path) {
+            return Err(format!(
+                "bad placeholder `<{path}>` in the key: name a parameter, optionally followed \
+                 by fields, such as `<id>` or `<order.id>` (write `<<` for a literal `<`)"
+            ));
+        }
+        if !literal.is_empty() {
+            parts.push(RawPart::Literal(std::mem::take(&mut literal)));
+        }
+        parts.push(RawPart::Value(path.to_owned()));
+        rest = &rest[close + 1..];
+    }
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        parts.push(RawPart::Literal(literal));
+    }
+    check_separated(&parts)?;
+    Ok(parts)
+}
+
+/// Two placeholders need a reserved character between them, or names could collide.
+fn check_separated(parts: &[RawPart]) -> Result<(), String> {
+    let mut previous: Option<&str> = None;
+    let mut separated = true;
+    for part in parts {
+        match part {
+            RawPart::Literal(text) => separated |= text.chars().any(|c| !is_unreserved(c)),
+            RawPart::Value(path) => {
+                if let (Some(first), false) = (previous, separated) {
+                    return Err(format!(
+                        "placeholders `<{first}>` and `<{path}>` must be separated by a \
+                         character such as `:` or `/`, or two different values could give \
+                         the same lock name"
+                    ));
+                }
+                previous = Some(path);
+                separated = false;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Template {
+    /// Parses the template in `lit` and resolves its placeholders against `params`.
+    pub(crate) fn parse(lit: &LitStr, params: &Params) -> syn::Result<Self> {
+        let raw = split(&lit.value()).map_err(|message| error(lit, message))?;
+        let parts = raw
+            .into_iter()
+            .map(|part| match part {
+                RawPart::Literal(text) => Ok(Part::Literal(text)),
+                RawPart::Value(path) => resolve(lit, &path, params).map(Part::Value),
+            })
+            .collect::<syn::Result<_>>()?;
+        Ok(Self { parts })
+    }
+
+    /// The expression that builds the lock name, starting from `builder`
+    /// (`KeyBuilder::new()`); values are borrowed, so it runs before the body takes them.
+    pub(crate) fn build(&self, builder: TokenStream, lit: &LitStr) -> TokenStream {
+        let span = lit.span();
+        let steps = self.parts.iter().map(|part| match part {
+            Part::Literal(text) => quote!(.literal(#text)),
+            Part::Value(value) => {
+                // Hygiene of the binding, location of the literal: a missing `Display` impl
+                // is reported on the key.
+                let root = match &value.root {
+                    Binding::Ident(ident) => {
+                        let mut ident = ident.clone();
+                        ident.set_span(ident.span().located_at(span));
+                        ident.into_token_stream()
+                    }
+                    Binding::SelfValue(token) => {
+                        let token = Token![self](token.span.located_at(span));
+                        token.into_token_stream()
+                    }
+                };
+                let fields = value.fields.iter();
+                quote::quote_spanned!(span=> .value(&#root #(.#fields)*))
+            }
+        });
+        quote!(#builder #(#steps)* .finish())
+    }
+}
+
+/// Resolves `path` to a binding of the function and its fields.
+fn resolve(lit: &LitStr, path: &str, params: &Params) -> syn::Result<Value> {
+    let mut segments = path.split('.');
+    let first = segments.next().unwrap_or_default();
+    let Some(root) = params.get(first) else {
+        let known = if params.0.is_empty() {
+            "the function has no parameters".to_owned()
+        } else {
+            format!("the parameters are {}", params.list())
+        };
+        let what = if first == "self" {
+            "the function has no `self` parameter".to_owned()
+        } else {
+            format!("the function has no parameter `{first}`")
+        };
+        return Err(error(
+            lit,
+            format!("unknown placeholder `<{path}>` in the key: {what}; {known}"),
+        ));
+    };
+    let fields = segments
+        .map(|segment| {
+            if segment.bytes().all(|b| b.is_ascii_digit()) {
+                return segment
+                    .parse::<u32>()
+                    .map(|index| {
+                        Member::Unnamed(syn::Index {
+                            index,
+                            span: lit.span(),
+                        })
+                    })
+                    .map_err(|_| error(lit, format!("tuple index `{segment}` is too large")));
+            }
+            syn::parse_str::<Ident>(segment)
+                .ok()
+                .filter(|_| !segment.starts_with(|c: char| c.is_ascii_digit()))
+                .map(|ident| Member::Named(Ident::new(&ident.to_string(), lit.span())))
+                .ok_or_else(|| {
+                    error(
+                        lit,
+                        format!(
+                            "placeholder `<{path}>`: `{segment}` is not a field name \
+                             (fields are Rust identifiers or tuple indices like `0`)"
+                        ),
+                    )
+                })
+        })
+        .collect::<syn::Result<_>>()?;
+    Ok(Value {
+        root: root.clone(),
+        fields,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(template: &str) -> Vec<RawPart> {
+        split(template).unwrap()
+    }
+
+    #[test]
+    fn grammar_matches_lock_core() {
+        assert_eq!(
+            values("a<<b<order.id>:<header.x-tenant>"),
+            [
+                RawPart::Literal("a<b".into()),
+                RawPart::Value("order.id".into()),
+                RawPart::Literal(":".into()),
+                RawPart::Value("header.x-tenant".into()),
+            ]
+        );
+        assert_eq!(values("a>b"), [RawPart::Literal("a>b".into())]);
+        assert!(split("").unwrap_err().contains("empty"));
+        assert!(split("a<id")
+            .unwrap_err()
+            .contains("unclosed `<` at byte 1"));
+        assert!(split("<>").unwrap_err().contains("bad placeholder"));
+        assert!(split("<a b>").unwrap_err().contains("bad placeholder"));
+        assert!(split("<a>_<b>").unwrap_err().contains("`<a>` and `<b>`"));
+        assert!(split("<a><b>").is_err());
+        assert!(split("<a>/<b>").is_ok());
+        assert!(split("<a>x:<b>").is_ok());
+    }
+
+    fn params(sig: &str) -> Params {
+        let f: syn::ItemFn = syn::parse_str(&format!("{sig} {{}}")).unwrap();
+        Params::collect(&f.sig.inputs)
+    }
+
+    #[test]
+    fn pattern_bindings_count_as_parameters() {
+        let p = params(
+            "async fn f(&self, Path((shop, item)): Path<(u32, u32)>, State(app): State<App>, \
+             Point { x, y: r#type }: Point, (a, _): (u8, u8), ref_id @ _: u8)",
+        );
+        let names: Vec<_> = p.0.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["self", "shop", "item", "app", "x", "type", "a", "ref_id"]
+        );
+    }
+
+    #[test]
+    fn resolution_errors_name_the_parameters() {
+        let p = params("async fn f(id: u64, order: Order)");
+        let lit: LitStr = syn::parse_quote!("x");
+        let err = resolve(&lit, "idd", &p).err().unwrap().to_string();
+        assert!(
+            err.contains("no parameter `idd`") && err.contains("`id`, `order`"),
+            "{err}"
+        );
+        let err = resolve(&lit, "self.a", &p).err().unwrap().to_string();
+        assert!(err.contains("no `self` parameter"), "{err}");
+        let err = resolve(&lit, "order.x-y", &p).err().unwrap().to_string();
+        assert!(err.contains("`x-y` is not a field name"), "{err}");
+        assert!(resolve(&lit, "order.id.0", &p).is_ok());
+    }
+}

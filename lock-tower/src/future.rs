@@ -1,0 +1,323 @@
+//! [`ResponseFuture`]: the future of [`DistributedLock`](crate::DistributedLock).
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use http::{Request, Response};
+use lock_core::{
+    with_lock_info, InScope, LockGuard, LockRequest, Lost, OnLost, OwnerScope, Release,
+    WithLockInfo,
+};
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use crate::layer::{Config, OutagePolicy};
+use crate::response::{Rejection, ResponseBody};
+
+/// The acquisition: lock-core's one boxed future (its state machine is large and cannot be
+/// named).
+type Acquisition = <LockRequest as IntoFuture>::IntoFuture;
+
+pin_project! {
+    /// The response future of [`DistributedLock`](crate::DistributedLock).
+    ///
+    /// A state machine: for a locked request it takes the lock in the request's owner scope,
+    /// then drives the inner service's future in that scope with the lock's guard as a field,
+    /// then releases the lock and hands the response on. Dropping it (a client that
+    /// disconnected, a timeout layer that gave up) drops the inner future and the guard,
+    /// which releases the lock at once in the background. Only the acquisition is boxed;
+    /// requests that match no route, or whose key is invalid, allocate nothing.
+    pub struct ResponseFuture<S, ReqBody>
+    where
+        S: Service<Request<ReqBody>>,
+    {
+        #[pin]
+        state: State<S, ReqBody>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    #[project_replace = StateOwn]
+    enum State<S, ReqBody>
+    where
+        S: Service<Request<ReqBody>>,
+    {
+        // Not polled yet: the owner scope is chosen at the first poll, where the request runs
+        // (a lock layer nested in another one's inner service joins the outer scope).
+        Start {
+            lock: LockRequest,
+            service: S,
+            request: Request<ReqBody>,
+            config: Arc<Config>,
+            grpc: bool,
+        },
+        Acquiring {
+            #[pin]
+            acquire: InScope<Acquisition>,
+            scope: OwnerScope,
+            service: S,
+            request: Request<ReqBody>,
+            config: Arc<Config>,
+            grpc: bool,
+        },
+        Calling {
+            #[pin]
+            future: InScope<WithLockInfo<Call<S, Request<ReqBody>>>>,
+            guard: LockGuard,
+            // `None` with `OnLost::Continue`: the loss is only logged.
+            #[pin]
+            lost: Option<Lost>,
+            config: Arc<Config>,
+            grpc: bool,
+        },
+        Releasing {
+            release: Release,
+            output: Result<S::Response, S::Error>,
+        },
+        Unlocked {
+            #[pin]
+            future: S::Future,
+        },
+        Rejected {
+            rejection: Rejection,
+            config: Arc<Config>,
+        },
+        Done,
+    }
+}
+
+impl<S, ReqBody> ResponseFuture<S, ReqBody>
+where
+    S: Service<Request<ReqBody>>,
+{
+    pub(crate) fn locked(
+        lock: LockRequest,
+        service: S,
+        request: Request<ReqBody>,
+        config: Arc<Config>,
+        grpc: bool,
+    ) -> Self {
+        Self {
+            state: State::Start {
+                lock,
+                service,
+                request,
+                config,
+                grpc,
+            },
+        }
+    }
+
+    pub(crate) fn unlocked(future: S::Future) -> Self {
+        Self {
+            state: State::Unlocked { future },
+        }
+    }
+
+    pub(crate) fn rejected(rejection: Rejection, config: Arc<Config>) -> Self {
+        Self {
+            state: State::Rejected { rejection, config },
+        }
+    }
+}
+
+const POLLED_AFTER_COMPLETION: &str = "ResponseFuture polled after completion";
+
+impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    type Output = Result<Response<ResponseBody<ResBody>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let wrap = |r: Response<ResBody>| r.map(ResponseBody::new);
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProj::Start { .. } => {
+                    let StateOwn::Start {
+                        lock,
+                        service,
+                        request,
+                        config,
+                        grpc,
+                    } = state.as_mut().project_replace(State::Done)
+                    else {
+                        unreachable!()
+                    };
+                    let scope = OwnerScope::current_or_new();
+                    // In the scope: a handler that takes the same lock re-enters it.
+                    let acquire = scope.clone().enter(lock.into_future());
+                    state.set(State::Acquiring {
+                        acquire,
+                        scope,
+                        service,
+                        request,
+                        config,
+                        grpc,
+                    });
+                }
+                StateProj::Acquiring { acquire, .. } => {
+                    let acquired = ready!(acquire.poll(cx));
+                    let StateOwn::Acquiring {
+                        scope,
+                        mut service,
+                        mut request,
+                        config,
+                        grpc,
+                        ..
+                    } = state.as_mut().project_replace(State::Done)
+                    else {
+                        unreachable!()
+                    };
+                    match acquired {
+                        Ok(guard) => {
+                            let info = guard.info();
+                            request.extensions_mut().insert(info.clone());
+                            let lost = (config.on_lost == OnLost::Abort).then(|| guard.lost());
+                            let call = Call::Pending { service, request };
+                            state.set(State::Calling {
+                                future: scope.enter(with_lock_info(info, call)),
+                                guard,
+                                lost,
+                                config,
+                                grpc,
+                            });
+                        }
+                        Err(error)
+                            if error.is_unavailable()
+                                && config.outage == OutagePolicy::FailOpen =>
+                        {
+                            tracing::warn!(%error, "redis is unavailable: calling the service without the lock (fail open)");
+                            let future = service.call(request);
+                            state.set(State::Unlocked { future });
+                        }
+                        Err(error) => {
+                            let rejection = Rejection::from_lock_error(error, grpc);
+                            return Poll::Ready(Ok(config.reject(&rejection)));
+                        }
+                    }
+                }
+                StateProj::Calling {
+                    future,
+                    guard,
+                    lost,
+                    config,
+                    grpc,
+                } => {
+                    // The work first: a response that is ready wins over a loss seen late.
+                    if let Poll::Ready(output) = future.poll(cx) {
+                        let StateOwn::Calling { guard, .. } =
+                            state.as_mut().project_replace(State::Done)
+                        else {
+                            unreachable!()
+                        };
+                        state.set(State::Releasing {
+                            release: guard.release(),
+                            output,
+                        });
+                        continue;
+                    }
+                    let Some(lost) = lost.as_pin_mut() else {
+                        return Poll::Pending;
+                    };
+                    ready!(lost.poll(cx));
+                    let rejection = Rejection::from_lock_error(guard.lost_error(), *grpc);
+                    let config = Arc::clone(config);
+                    // Drops the inner future, then the guard (whose hold has ended).
+                    state.set(State::Done);
+                    return Poll::Ready(Ok(config.reject(&rejection)));
+                }
+                StateProj::Releasing { release, .. } => {
+                    // Released before the response is handed on: a client that sends its
+                    // next request at once does not find its own lock.
+                    if let Err(error) = ready!(Pin::new(release).poll(cx)) {
+                        tracing::warn!(%error, "release after the guarded work failed");
+                    }
+                    let StateOwn::Releasing { output, .. } =
+                        state.as_mut().project_replace(State::Done)
+                    else {
+                        unreachable!()
+                    };
+                    return Poll::Ready(output.map(wrap));
+                }
+                StateProj::Unlocked { future } => {
+                    let output = ready!(future.poll(cx));
+                    state.set(State::Done);
+                    return Poll::Ready(output.map(wrap));
+                }
+                StateProj::Rejected { .. } => {
+                    let StateOwn::Rejected { rejection, config } =
+                        state.as_mut().project_replace(State::Done)
+                    else {
+                        unreachable!()
+                    };
+                    return Poll::Ready(Ok(config.reject(&rejection)));
+                }
+                StateProj::Done => panic!("{POLLED_AFTER_COMPLETION}"),
+            }
+        }
+    }
+}
+
+impl<S, ReqBody> fmt::Debug for ResponseFuture<S, ReqBody>
+where
+    S: Service<Request<ReqBody>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Start { .. } => "Start",
+            State::Acquiring { .. } => "Acquiring",
+            State::Calling { .. } => "Calling",
+            State::Releasing { .. } => "Releasing",
+            State::Unlocked { .. } => "Unlocked",
+            State::Rejected { .. } => "Rejected",
+            State::Done => "Done",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish()
+    }
+}
+
+pin_project! {
+    /// The inner service's call, made at the first poll: inside the owner scope and with
+    /// the current lock set, as the call and its future ran before.
+    #[project = CallProj]
+    #[project_replace = CallOwn]
+    enum Call<S, Req>
+    where
+        S: Service<Req>,
+    {
+        Pending { service: S, request: Req },
+        Called { #[pin] future: S::Future },
+        Taken,
+    }
+}
+
+impl<S: Service<Req>, Req> Future for Call<S, Req> {
+    type Output = Result<S::Response, S::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let CallProj::Pending { .. } = self.as_mut().project() {
+            let CallOwn::Pending {
+                mut service,
+                request,
+            } = self.as_mut().project_replace(Call::Taken)
+            else {
+                unreachable!()
+            };
+            // The service was driven to readiness before `DistributedLock::call`.
+            let future = service.call(request);
+            self.as_mut().set(Call::Called { future });
+        }
+        match self.project() {
+            CallProj::Called { future } => future.poll(cx),
+            _ => panic!("{POLLED_AFTER_COMPLETION}"),
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! A tower [`Layer`](tower_layer::Layer) that takes one distributed lock per request, for
+//! axum, tonic and any `http::Request` service.
+//!
+//! [`DistributedLockLayer`] renders a lock name from each request (a key template such as
+//! `"item_<id>"`, or a closure), takes the lock through a [`lock_core::LockClient`], calls
+//! the inner service while holding it, and releases it when the inner service's response is
+//! ready. Requests for the same name run one at a time across every instance that shares the
+//! Redis; requests for different names do not wait for each other.
+//!
+//! # axum
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use axum::{extract::Path, routing::post, Extension, Router};
+//! use lock_tower::{DistributedLockLayer, LockInfo};
+//!
+//! async fn buy(Path(id): Path<u64>, Extension(lock): Extension<LockInfo>) -> String {
+//!     // Runs while `item_<id>` is held; pass the fencing token to your storage.
+//!     format!("bought {id} under token {}", lock.fencing_token())
+//! }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = lock_core::LockClient::new("redis://127.0.0.1:6379")?;
+//! let lock = DistributedLockLayer::builder(client)
+//!     .route("/items/{id}/buy") // the same template as the route: `<id>` is its `{id}`
+//!     .key("item_<id>")
+//!     .wait(Duration::from_secs(2))
+//!     .build()?;
+//! let app: Router = Router::new()
+//!     .route("/items/{id}/buy", post(buy))
+//!     .route_layer(lock);
+//! # let _ = app; Ok(()) }
+//! ```
+//!
+//! The layer works the same on a whole `Router` (`.layer(lock)`: only requests matching its
+//! [routes](LockLayerBuilder::route) and [methods](LockLayerBuilder::method) are locked, the
+//! others pass through) and in a `tower::ServiceBuilder`.
+//!
+//! # tonic
+//!
+//! gRPC calls are HTTP/2 requests to `/<package>.<Service>/<Method>`, and metadata are
+//! headers; routes select the locked methods:
+//!
+//! ```no_run
+//! # use lock_tower::DistributedLockLayer;
+//! # async fn demo(client: lock_core::LockClient) -> Result<(), Box<dyn std::error::Error>> {
+//! let lock = DistributedLockLayer::builder(client)
+//!     .route("/orders.Orders/PlaceOrder")
+//!     .key("order_<header.x-order-id>")
+//!     .build()?;
+//! let server = tonic::transport::Server::builder().layer(lock);
+//! // server.add_service(OrdersServer::new(orders)).serve(addr).await?;
+//! # let _ = server; Ok(()) }
+//! ```
+//!
+//! The handler finds the lock's [`LockInfo`] (name and fencing token) in
+//! `request.extensions()`.
+//!
+//! # Keys
+//!
+//! Key templates use the grammar of `#[distributed_lock]` ([`lock_core::KeyTemplate`]):
+//!
+//! | placeholder | value |
+//! | --- | --- |
+//! | `<id>` | the path parameter `id` of the matched route, else the query parameter `id` |
+//! | `<path.id>` | the path parameter `id` (checked against every route when the layer is built) |
+//! | `<query.id>` | the query parameter `id` (`+` and `%XX` decoded) |
+//! | `<header.x-tenant>` | the header or gRPC metadata `x-tenant` |
+//!
+//! Values are percent-encoded into the name, so two different requests never share a lock
+//! by accident (`a:b` + `c` and `a` + `b:c` give different names). For anything else (a
+//! value an authentication layer stored in the extensions, say), give a
+//! [key function](LockLayerBuilder::key_fn). The body is not read: the lock is taken before
+//! the inner service consumes it; decode a body field in a layer before this one and hand it
+//! over in the extensions.
+//!
+//! **Why routes are given to the layer.** axum's matched route and path parameters are
+//! private to axum, and tonic has none; a [`route`](LockLayerBuilder::route) template (axum's
+//! own syntax, matched with `matchit` as axum does) works the same for axum, tonic and plain
+//! tower, selects the locked routes on a whole router, and lets the builder check
+//! `<path.x>` placeholders before the server starts.
+//!
+//! # Answers
+//!
+//! HTTP requests get plain-text answers; gRPC requests (`content-type: application/grpc…`)
+//! get a trailers-only gRPC response (`grpc-status` and `grpc-message` in the headers).
+//!
+//! | situation | HTTP | gRPC |
+//! | --- | --- | --- |
+//! | lock busy for the whole [wait](LockLayerBuilder::wait) (default 3 s) | `409 Conflict` + `Retry-After` | `ABORTED` |
+//! | key parameter missing, empty or invalid (no lock attempted) | `400 Bad Request` | `INVALID_ARGUMENT` |
+//! | Redis unavailable ([fail closed](OutagePolicy::FailClosed), the default) | `503 Service Unavailable` | `UNAVAILABLE` |
+//! | lock lost mid-request ([`OnLost::Abort`], the default) | `503 Service Unavailable` | `ABORTED` |
+//!
+//! `Retry-After` is the holder's remaining lease in whole seconds, rounded up, at least 1:
+//! the time by which the lock is free at the latest when the holder uses an explicit lease.
+//! A holder renewed by the watchdog may keep it longer, or release it much sooner (the
+//! header then says up to the watchdog's lease, 30 s by default); give the holders an
+//! explicit [lease](LockLayerBuilder::lease), or replace the answer with
+//! [`on_rejection`](LockLayerBuilder::on_rejection), for a tighter hint.
+//! Every answer can be replaced with [`on_rejection`](LockLayerBuilder::on_rejection); the
+//! message always names the lock or the key parameter.
+//!
+//! # Lifetime of the lock
+//!
+//! - The lock is taken when the request's response future is first polled, and held until
+//!   the inner service's response future completes. It is released then, before the
+//!   response is handed on, so a client that sends its next request at once does not find
+//!   its own lock.
+//! - Dropping the response future releases the lock at once in the background: a client
+//!   that disconnects, or a timeout layer that gives up, never leaves a lock behind.
+//! - Streaming bodies: the lock covers producing the response head, not streaming the
+//!   body. A handler that must stay exclusive while the body streams should do the work
+//!   before it returns (or hold its own guard inside the body stream).
+//! - Without an explicit [lease](LockLayerBuilder::lease) the client's watchdog renews the
+//!   lock for as long as the request runs. When the lock is lost anyway (Redis lost the key,
+//!   or an explicit lease ran out), the inner future is dropped and the request answered
+//!   `503` / `ABORTED`, unless [`OnLost::Continue`] was chosen.
+//! - The inner service runs inside a reentrancy owner scope ([`lock_core::scope`]) with
+//!   [`lock_core::current_lock`] set: a handler, or a `#[distributed_lock]` function it calls,
+//!   that takes the same lock again re-enters it instead of waiting for itself.
+//!
+//! # Cost
+//!
+//! `poll_ready` is the inner service's. [`ResponseFuture`] is a state machine (acquiring →
+//! calling → releasing) whose calling state holds the inner service's future, inside the
+//! request's [`OwnerScope`](lock_core::OwnerScope) and with
+//! [`current_lock`](lock_core::current_lock) set ([`InScope`](lock_core::InScope),
+//! [`WithLockInfo`](lock_core::WithLockInfo)), the [`LockGuard`](lock_core::LockGuard) and
+//! its [`Lost`](lock_core::Lost) watch as plain fields. A locked request allocates:
+//!
+//! - one box for the acquisition (lock-core's acquire state machine: large, and it cannot
+//!   be named), with what taking any lock allocates (Redis keys, owner id, holder record,
+//!   script arguments);
+//! - the request's owner scope (an `Arc`, and its entry for the held lock) and the hold's
+//!   shared state (an `Arc`);
+//! - two copies of the lock's name: the [`LockInfo`] that `current_lock` answers and the one
+//!   in the request's extensions (and the extensions map, if the request had none);
+//! - one spawned task that deletes the lock in Redis (it runs even if the future is dropped);
+//!
+//! beside at least two Redis round trips (acquire, release) and the client's own buffers.
+//! The lost watch allocates nothing (a timer and a wait on the hold's cancellation token).
+//! Requests that match no route, or whose key is invalid, allocate nothing.
+//!
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+mod future;
+mod key;
+mod layer;
+mod response;
+mod service;
+
+pub use future::ResponseFuture;
+pub use key::{KeyError, RequestHead};
+pub use layer::{BuildError, DistributedLockLayer, LockLayerBuilder, OutagePolicy};
+pub use lock_core::{LockInfo, OnLost};
+pub use response::{Rejection, RejectionKind, ResponseBody};
+pub use service::DistributedLock;

@@ -1,0 +1,355 @@
+//! Rejections (busy, bad key, outage, lost) and the response body that carries them.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::{Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use lock_core::LockError;
+use pin_project_lite::pin_project;
+
+use crate::key::KeyError;
+
+/// Why the layer answered a request itself instead of calling the inner service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RejectionKind {
+    /// The lock stayed busy for the whole wait.
+    ///
+    /// # Default
+    /// `409 Conflict` with `Retry-After` (whole seconds, from the holder's remaining lease,
+    /// at least 1); gRPC `ABORTED`.
+    Busy,
+    /// A key parameter is missing, empty or invalid (or the rendered name is too long); no
+    /// lock was attempted.
+    ///
+    /// # Default
+    /// `400 Bad Request`; gRPC `INVALID_ARGUMENT`. The message names the parameter.
+    InvalidKey,
+    /// Redis could not be reached or did not answer in time, and the layer fails closed.
+    ///
+    /// # Default
+    /// `503 Service Unavailable`; gRPC `UNAVAILABLE`.
+    Unavailable,
+    /// The lock was lost while the inner service ran, and the layer aborts on loss.
+    ///
+    /// # Default
+    /// `503 Service Unavailable`; gRPC `ABORTED`.
+    Lost,
+    /// Any other lock error (a misconfiguration, for example).
+    ///
+    /// # Default
+    /// `500 Internal Server Error`; gRPC `INTERNAL`.
+    Internal,
+}
+
+/// A request the layer answers itself. Handed to a custom
+/// [rejection function](crate::LockLayerBuilder::on_rejection); the defaults are
+/// [`default_response`](Self::default_response).
+#[derive(Debug)]
+pub struct Rejection {
+    kind: RejectionKind,
+    grpc: bool,
+    message: String,
+    retry_after: Option<Duration>,
+    key_error: Option<KeyError>,
+    lock_error: Option<LockError>,
+}
+
+/// gRPC status codes the defaults use.
+const GRPC_INVALID_ARGUMENT: u8 = 3;
+const GRPC_ABORTED: u8 = 10;
+const GRPC_INTERNAL: u8 = 13;
+const GRPC_UNAVAILABLE: u8 = 14;
+
+impl Rejection {
+    pub(crate) fn from_key_error(error: KeyError, grpc: bool) -> Self {
+        Self {
+            kind: RejectionKind::InvalidKey,
+            grpc,
+            message: error.to_string(),
+            retry_after: None,
+            key_error: Some(error),
+            lock_error: None,
+        }
+    }
+
+    pub(crate) fn from_lock_error(error: LockError, grpc: bool) -> Self {
+        let kind = match &error {
+            e if e.is_wait_timeout() => RejectionKind::Busy,
+            e if e.is_unavailable() => RejectionKind::Unavailable,
+            e if e.is_lost() => RejectionKind::Lost,
+            LockError::InvalidName { .. } => RejectionKind::InvalidKey,
+            _ => RejectionKind::Internal,
+        };
+        let retry_after = (kind == RejectionKind::Busy).then(|| retry_after(error.remaining_ttl()));
+        Self {
+            kind,
+            grpc,
+            message: error.to_string(),
+            retry_after,
+            key_error: None,
+            lock_error: Some(error),
+        }
+    }
+
+    /// What happened.
+    pub fn kind(&self) -> RejectionKind {
+        self.kind
+    }
+
+    /// True when the request is a gRPC call (`content-type: application/grpc…`), to be
+    /// answered with a gRPC status.
+    pub fn is_grpc(&self) -> bool {
+        self.grpc
+    }
+
+    /// A lowercase message for the client, naming the lock or the key parameter.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// For [`RejectionKind::Busy`]: when to retry, in whole seconds (at least 1).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The key error behind an [`InvalidKey`](RejectionKind::InvalidKey) rejection made
+    /// before any lock was attempted.
+    pub fn key_error(&self) -> Option<&KeyError> {
+        self.key_error.as_ref()
+    }
+
+    /// The lock error behind the rejection, if it came from the lock.
+    pub fn lock_error(&self) -> Option<&LockError> {
+        self.lock_error.as_ref()
+    }
+
+    /// The default answer (see [`RejectionKind`]): plain text for HTTP, a trailers-only
+    /// response (`grpc-status`, `grpc-message` in the headers, empty body) for gRPC.
+    pub fn default_response(&self) -> Response<String> {
+        if self.grpc {
+            let code = match self.kind {
+                RejectionKind::Busy | RejectionKind::Lost => GRPC_ABORTED,
+                RejectionKind::InvalidKey => GRPC_INVALID_ARGUMENT,
+                RejectionKind::Unavailable => GRPC_UNAVAILABLE,
+                RejectionKind::Internal => GRPC_INTERNAL,
+            };
+            return grpc_status(code, &self.message);
+        }
+        let status = match self.kind {
+            RejectionKind::Busy => StatusCode::CONFLICT,
+            RejectionKind::InvalidKey => StatusCode::BAD_REQUEST,
+            RejectionKind::Unavailable | RejectionKind::Lost => StatusCode::SERVICE_UNAVAILABLE,
+            RejectionKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let mut response = Response::new(format!("{}\n", self.message));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        if let Some(after) = self.retry_after {
+            headers.insert(RETRY_AFTER, HeaderValue::from(after.as_secs()));
+        }
+        response
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// `Retry-After` for a holder's remaining lease: whole seconds, rounded up, never 0 ("retry
+/// at once" would only meet the holder again).
+fn retry_after(remaining_ttl: Option<Duration>) -> Duration {
+    let ttl = remaining_ttl.unwrap_or(Duration::ZERO);
+    Duration::from_secs(
+        u64::try_from(ttl.as_millis().div_ceil(1000))
+            .unwrap_or(u64::MAX)
+            .max(1),
+    )
+}
+
+/// A trailers-only gRPC response with `code` and `message`.
+fn grpc_status(code: u8, message: &str) -> Response<String> {
+    let mut response = Response::new(String::new());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert("grpc-status", HeaderValue::from(u16::from(code)));
+    if let Ok(value) = HeaderValue::try_from(encode_grpc_message(message)) {
+        headers.insert("grpc-message", value);
+    }
+    response
+}
+
+/// Percent-encodes a `grpc-message` as the gRPC HTTP/2 spec asks (all but printable ASCII
+/// other than `%`).
+fn encode_grpc_message(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for b in message.bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// True for gRPC requests: `content-type: application/grpc` (also `+proto` and friends).
+pub(crate) fn is_grpc<B>(request: &Request<B>) -> bool {
+    request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+pin_project! {
+    /// The response body of [`DistributedLock`](crate::DistributedLock): the inner service's
+    /// body, or the text of a rejection.
+    pub struct ResponseBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<B> {
+        Inner { #[pin] body: B },
+        Rejection { data: Option<Bytes> },
+    }
+}
+
+impl<B> ResponseBody<B> {
+    /// Wraps a body of the inner service.
+    pub fn new(body: B) -> Self {
+        Self {
+            kind: Kind::Inner { body },
+        }
+    }
+
+    pub(crate) fn rejection(text: String) -> Self {
+        let data = (!text.is_empty()).then(|| Bytes::from(text));
+        Self {
+            kind: Kind::Rejection { data },
+        }
+    }
+}
+
+impl<B: fmt::Debug> fmt::Debug for ResponseBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::Inner { body } => f.debug_tuple("ResponseBody").field(body).finish(),
+            Kind::Rejection { data } => f.debug_tuple("ResponseBody").field(data).finish(),
+        }
+    }
+}
+
+impl<B> Body for ResponseBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project().kind.project() {
+            KindProj::Inner { body } => body.poll_frame(cx),
+            KindProj::Rejection { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Inner { body } => body.is_end_stream(),
+            Kind::Rejection { data } => data.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Inner { body } => body.size_hint(),
+            Kind::Rejection { data } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+            }
+        }
+    }
+}
+
+/// Turns a rejection answer into a response of the service's body type.
+pub(crate) fn into_response<B>(response: Response<String>) -> Response<ResponseBody<B>> {
+    response.map(ResponseBody::rejection)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(r: &Rejection) -> (StatusCode, http::HeaderMap) {
+        let response = r.default_response();
+        (response.status(), response.headers().clone())
+    }
+
+    #[test]
+    fn busy_is_409_with_retry_after_rounded_up() {
+        // Built by hand: `LockError::WaitTimeout` may grow fields.
+        let r = Rejection {
+            kind: RejectionKind::Busy,
+            grpc: false,
+            message: "lock `item_7` is held by another owner".into(),
+            retry_after: Some(retry_after(Some(Duration::from_millis(1200)))),
+            key_error: None,
+            lock_error: None,
+        };
+        let (status, headers) = headers(&r);
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(headers[RETRY_AFTER], "2");
+        assert!(r.default_response().body().contains("item_7"));
+        assert_eq!(retry_after(None), Duration::from_secs(1));
+        assert_eq!(
+            retry_after(Some(Duration::from_millis(3000))),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            retry_after(Some(Duration::from_millis(1))),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn grpc_rejections_are_trailers_only() {
+        let r = Rejection::from_key_error(KeyError::missing("header.x-order"), true);
+        let response = r.default_response();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["grpc-status"], "3");
+        assert_eq!(
+            response.headers()["grpc-message"],
+            "key parameter `header.x-order` is missing"
+        );
+        assert!(response.body().is_empty());
+        assert_eq!(encode_grpc_message("é%\n"), "%C3%A9%25%0A");
+    }
+
+    #[test]
+    fn grpc_is_detected_by_content_type() {
+        let grpc = Request::post("/")
+            .header(CONTENT_TYPE, "application/grpc+proto")
+            .body(())
+            .unwrap();
+        assert!(is_grpc(&grpc));
+        assert!(!is_grpc(&Request::new(())));
+    }
+}

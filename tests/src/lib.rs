@@ -1,0 +1,29 @@
+//! Test support for distlock: real `redis-server` processes and fault injection.
+//!
+//! Rules these helpers follow (and tests using them should too):
+//! * tests talk to real `redis-server` processes on free loopback ports, never
+//!   to a mock and never to a server on 6379;
+//! * every wait is bounded and waits on an event where one exists.
+//!
+//! Modules:
+//! * [`server`]: [`RedisServer`], a private server with stop/kill/restart/pause/resume;
+//! * [`proxy`]: [`TcpProxy`], a loopback TCP proxy that injects latency,
+//!   blackholes, connection cuts, refusals and lost replies;
+//! * [`cluster`]: [`RedisCluster`], a local Redis Cluster of [`RedisServer`] nodes;
+//! * [`locks`]: helpers for lock-engine tests (clients, probes, event waits, checkers);
+//! * [`redisson`]: a test client speaking Redisson's `RLock` protocol.
+
+pub mod cluster;
+pub mod fault;
+mod process;
+pub mod proxy;
+pub mod sentinel;
+pub mod server;
+#[cfg(test)]
+mod testutil;
+
+pub use cluster::RedisCluster;
+pub use proxy::TcpProxy;
+pub use server::{redis_server_available, redis_url_for_tests, RedisServer, RedisServerBuilder};
+pub mod locks;
+pub mod redisson;

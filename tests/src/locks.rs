@@ -1,0 +1,100 @@
+//! Helpers for tests of the lock engine: clients, Redis probes, event waits, checkers.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use lock_core::{LockClient, LockClientBuilder};
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+
+/// Upper bound for "soon" on a loaded 2-core machine: waits end on the event, not on this.
+pub const GENEROUS: Duration = Duration::from_secs(10);
+
+/// A client with default settings except a command timeout that tolerates a loaded machine.
+pub fn client(url: &str) -> LockClient {
+    builder(url).build().expect("valid test client")
+}
+
+/// The builder [`client`] uses, to adjust before `build()`.
+pub fn builder(url: &str) -> LockClientBuilder {
+    LockClient::builder(url).command_timeout(Duration::from_secs(5))
+}
+
+/// The Redis key of the lock `name` under the default prefix.
+pub fn lock_key(name: &str) -> String {
+    format!("{}{name}", LockClientBuilder::DEFAULT_KEY_PREFIX)
+}
+
+/// True if `key` exists.
+pub async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
+    conn.exists(key).await.expect("EXISTS")
+}
+
+/// The key's PTTL in ms (-2 missing, -1 no expiry).
+pub async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .expect("PTTL")
+}
+
+/// Polls `check` every 10 ms until it is true; panics naming `what` after `bound`.
+pub async fn wait_until<F, Fut>(what: &str, bound: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + bound;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {bound:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until `key` is gone, within `bound`.
+pub async fn wait_gone(conn: &mut MultiplexedConnection, key: &str, bound: Duration) {
+    let what = format!("{key} is gone");
+    wait_until(&what, bound, || {
+        let mut conn = conn.clone();
+        async move { !exists(&mut conn, key).await }
+    })
+    .await;
+}
+
+/// Counts critical sections that overlapped: `enter` when a holder starts, `exit` when done.
+#[derive(Debug, Default)]
+pub struct OverlapDetector {
+    inside: AtomicBool,
+    overlaps: AtomicUsize,
+    entries: AtomicUsize,
+}
+
+impl OverlapDetector {
+    /// A holder enters; an overlap is recorded if another is inside.
+    pub fn enter(&self) {
+        self.entries.fetch_add(1, Ordering::SeqCst);
+        if self.inside.swap(true, Ordering::SeqCst) {
+            self.overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The holder leaves.
+    pub fn exit(&self) {
+        self.inside.store(false, Ordering::SeqCst);
+    }
+
+    /// Overlaps seen so far.
+    pub fn overlaps(&self) -> usize {
+        self.overlaps.load(Ordering::SeqCst)
+    }
+
+    /// Critical sections entered so far.
+    pub fn entries(&self) -> usize {
+        self.entries.load(Ordering::SeqCst)
+    }
+}

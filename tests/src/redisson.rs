@@ -1,0 +1,129 @@
+//! A test client that speaks Redisson's `RLock` protocol (3.x): the lock, unlock and renew
+//! scripts Redisson sends, its owner ids (`<uuid>:<thread id>`), its release channel and
+//! message. Used to prove that distlock and a Java service exclude each other.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::MultiplexedConnection;
+use redis::Script;
+
+/// Redisson 3.27 `tryLockInnerAsync`.
+const LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+/// Redisson 3.27 `unlockInnerAsync` (with its unlock latch key).
+const UNLOCK: &str = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val); end; if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end;";
+/// Redisson 3.27 `renewExpirationAsync`.
+const RENEW: &str = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;";
+
+/// One Redisson "thread" on one lock name.
+#[derive(Debug)]
+pub struct RedissonLock {
+    client: redis::Client,
+    conn: MultiplexedConnection,
+    name: String,
+    owner: String,
+}
+
+impl RedissonLock {
+    /// A lock `name` (the raw Redis key, as `getLock(name)`) for thread `thread` of a new
+    /// Redisson instance.
+    pub async fn new(url: &str, name: &str, thread: u64) -> Self {
+        let client = redis::Client::open(url).expect("url");
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        Self {
+            client,
+            conn,
+            name: name.to_owned(),
+            owner: format!("{}:{thread}", uuid_like()),
+        }
+    }
+
+    /// Redisson's release channel for this lock.
+    pub fn channel(&self) -> String {
+        format!("redisson_lock__channel:{{{}}}", self.name)
+    }
+
+    /// One `tryLock` attempt: `None` when acquired, else the holder's PTTL in ms.
+    pub async fn try_lock(&mut self, lease: Duration) -> Option<i64> {
+        Script::new(LOCK)
+            .key(&self.name)
+            .arg(lease.as_millis() as u64)
+            .arg(&self.owner)
+            .invoke_async(&mut self.conn)
+            .await
+            .expect("lock script")
+    }
+
+    /// `lock()` as Redisson waits: subscribe to the channel, retry on each message or when
+    /// the holder's TTL runs out; bounded by `bound`.
+    pub async fn lock(&mut self, lease: Duration, bound: Duration) {
+        if self.try_lock(lease).await.is_none() {
+            return;
+        }
+        let mut pubsub = self.client.get_async_pubsub().await.expect("pubsub");
+        pubsub.subscribe(self.channel()).await.expect("subscribe");
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let Some(ttl) = self.try_lock(lease).await else {
+                return;
+            };
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "redisson lock() timed out"
+            );
+            let ttl = Duration::from_millis(ttl.max(1).unsigned_abs());
+            let mut messages = pubsub.on_message();
+            let _ = tokio::time::timeout(ttl, messages.next()).await;
+        }
+    }
+
+    /// Redisson's `unlock()`: true when this released the lock (published `0`).
+    pub async fn unlock(&mut self, lease: Duration) -> Option<i64> {
+        let latch = format!("redisson_unlock_latch:{{{}}}:{}", self.name, uuid_like());
+        Script::new(UNLOCK)
+            .key(&self.name)
+            .key(self.channel())
+            .key(latch)
+            .arg(0)
+            .arg(lease.as_millis() as u64)
+            .arg(&self.owner)
+            .arg("PUBLISH")
+            .arg(13_500)
+            .invoke_async(&mut self.conn)
+            .await
+            .expect("unlock script")
+    }
+
+    /// One watchdog renewal: true when still held.
+    pub async fn renew(&mut self, lease: Duration) -> bool {
+        let renewed: i64 = Script::new(RENEW)
+            .key(&self.name)
+            .arg(lease.as_millis() as u64)
+            .arg(&self.owner)
+            .invoke_async(&mut self.conn)
+            .await
+            .expect("renew script");
+        renewed == 1
+    }
+}
+
+/// A random UUID-shaped id, as Redisson's connection manager id.
+fn uuid_like() -> String {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(std::process::id().into());
+    let a = h.finish();
+    let b = RandomState::new().build_hasher().finish();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        a >> 32,
+        a & 0xffff,
+        b & 0xfff,
+        (b >> 12) & 0xfff,
+        b >> 16 & 0xffff_ffff_ffff
+    )
+}

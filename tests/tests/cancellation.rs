@@ -1,0 +1,87 @@
+//! Cancellation never leaves a lock behind.
+
+use std::time::Duration;
+
+use distlock_tests::locks::{builder, client, exists, lock_key, wait_gone, GENEROUS};
+use distlock_tests::{RedisServer, TcpProxy};
+
+/// Dropping the acquire future at any point — before sending, while the script is in
+/// flight through a slow link, after Redis ran it — leaves no lock held once the drop settled.
+#[tokio::test]
+async fn dropped_acquisition_leaves_no_lock() {
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.addr());
+    proxy.set_latency(Duration::from_millis(20));
+    let mut conn = server.conn().await;
+    let locks = builder(&proxy.url()).build().unwrap();
+    // Warm the connection so the windows below cover the script, not the connect.
+    locks.lock("warm").await.unwrap().release().await.unwrap();
+    for step in 0..16u64 {
+        let cut = Duration::from_millis(step * 5);
+        let attempt = tokio::time::timeout(cut, locks.lock("cancel").acquire()).await;
+        if let Ok(result) = attempt {
+            // Finished before the cut: a normal guard, released on drop.
+            drop(result.expect("acquire"));
+        }
+        wait_gone(&mut conn, &lock_key("cancel"), GENEROUS).await;
+    }
+}
+
+/// The same while another owner holds the lock and the request is waiting.
+#[tokio::test]
+async fn dropped_waiter_leaves_no_lock_and_no_subscription() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let (holder, waiter) = (client(&server.url()), client(&server.url()));
+    let guard = holder.lock("busy").await.unwrap();
+    let attempt = tokio::time::timeout(
+        Duration::from_millis(300),
+        waiter.lock("busy").wait(Duration::from_secs(60)).acquire(),
+    )
+    .await;
+    assert!(attempt.is_err(), "the waiter cannot have acquired");
+    assert_eq!(waiter.waited_channels(), 0);
+    guard.release().await.unwrap();
+    wait_gone(&mut conn, &lock_key("busy"), GENEROUS).await;
+}
+
+/// Dropping a guard releases within 1 s; so does a task aborted while holding one.
+#[tokio::test]
+async fn dropped_guard_and_aborted_task_release() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = client(&server.url());
+    drop(locks.lock("dropped").await.unwrap());
+    wait_gone(&mut conn, &lock_key("dropped"), Duration::from_secs(1)).await;
+
+    let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            locks
+                .with_lock("aborted", async move {
+                    let _ = held_tx.send(());
+                    std::future::pending::<()>().await;
+                })
+                .await
+        }
+    });
+    held_rx.await.unwrap();
+    assert!(exists(&mut conn, &lock_key("aborted")).await);
+    task.abort();
+    wait_gone(&mut conn, &lock_key("aborted"), Duration::from_secs(1)).await;
+}
+
+/// A panic inside `with_lock` releases the lock.
+#[tokio::test]
+async fn panic_in_guarded_work_releases() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = client(&server.url());
+    let task = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.with_lock("panics", async { panic!("boom") }).await }
+    });
+    assert!(task.await.unwrap_err().is_panic());
+    wait_gone(&mut conn, &lock_key("panics"), Duration::from_secs(1)).await;
+}

@@ -1,0 +1,272 @@
+//! Redis Cluster: locks across slots, wake-ups, slot sharing, renewal, replica acks, and a
+//! planned failover that keeps the lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_tests::locks::{builder, wait_until, OverlapDetector, GENEROUS};
+use distlock_tests::{RedisCluster, RedisServer};
+use lock_core::{LockClient, LockError};
+use redis::aio::MultiplexedConnection;
+use tokio::time::Instant;
+
+fn cluster_client(cluster: &RedisCluster) -> LockClient {
+    LockClient::cluster(cluster.seed_urls())
+        .command_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
+async fn keyslot(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// Lock, fence, queue, deadlines and channel of a name share its slot, whatever the bytes.
+#[tokio::test]
+async fn companion_keys_share_the_slot() {
+    let cluster = RedisCluster::start(3, 0);
+    let mut conn = cluster.nodes()[0].conn().await;
+    for name in ["item_7", "a{b}c", "{x}"] {
+        let lock = format!("distlock:{}", name.replace('{', "%7B").replace('}', "%7D"));
+        let slot = keyslot(&mut conn, &lock).await;
+        for prefix in [
+            "distlock__fence",
+            "distlock__queue",
+            "distlock__waiters",
+            "redisson_lock__channel",
+        ] {
+            assert_eq!(
+                keyslot(&mut conn, &format!("{prefix}:{{{lock}}}")).await,
+                slot,
+                "{prefix} of {name}"
+            );
+        }
+    }
+}
+
+/// 3 clients × 4 tasks over 6 names spread across the masters: no overlap on any name, and
+/// waiters are woken across nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exclusion_across_slots() {
+    let cluster = RedisCluster::start(3, 0);
+    let names: Vec<String> = (0..6).map(|i| format!("order_{i}")).collect();
+    let detectors: Arc<Vec<OverlapDetector>> =
+        Arc::new(names.iter().map(|_| OverlapDetector::default()).collect());
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let locks = cluster_client(&cluster);
+        for t in 0..4 {
+            let (locks, detectors, names) = (locks.clone(), detectors.clone(), names.clone());
+            tasks.push(tokio::spawn(async move {
+                for round in 0..30 {
+                    let i = (t + round) % names.len();
+                    let guard = locks
+                        .lock(&names[i])
+                        .wait(Duration::from_secs(60))
+                        .await
+                        .unwrap();
+                    detectors[i].enter();
+                    tokio::task::yield_now().await;
+                    detectors[i].exit();
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        detectors
+            .iter()
+            .map(OverlapDetector::overlaps)
+            .sum::<usize>(),
+        0
+    );
+    assert_eq!(
+        detectors
+            .iter()
+            .map(OverlapDetector::entries)
+            .sum::<usize>(),
+        360
+    );
+}
+
+/// A waiter on a 30 s lock acquires within 1 s of the release, whichever node holds it.
+#[tokio::test]
+async fn waiter_wakes_across_nodes() {
+    let cluster = RedisCluster::start(3, 0);
+    let (holder, waiter) = (cluster_client(&cluster), cluster_client(&cluster));
+    for name in ["wake_a", "wake_b", "wake_c"] {
+        let guard = holder.lock(name).await.unwrap();
+        let waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            let name = name.to_owned();
+            async move {
+                (
+                    waiter.lock(name).wait(Duration::from_secs(60)).await,
+                    Instant::now(),
+                )
+            }
+        });
+        wait_until("the waiter subscribed", GENEROUS, || async {
+            waiter.waited_channels() == 1
+        })
+        .await;
+        let released = Instant::now();
+        guard.release().await.unwrap();
+        let (got, at) = waiting.await.unwrap();
+        assert!(
+            at - released < Duration::from_secs(1),
+            "{name}: {:?}",
+            at - released
+        );
+        got.unwrap().release().await.unwrap();
+    }
+}
+
+/// The watchdog renews locks in many slots (batched per slot).
+#[tokio::test]
+async fn watchdog_renews_across_slots() {
+    let cluster = RedisCluster::start(3, 0);
+    let locks = LockClient::cluster(cluster.seed_urls())
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let mut guards = Vec::new();
+    for i in 0..12 {
+        guards.push(locks.lock(format!("long_{i}")).await.unwrap());
+    }
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        assert!(
+            guards.iter().all(|g| g.is_held()),
+            "a lock expired while held"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for g in guards {
+        g.release().await.expect("still ours");
+    }
+}
+
+/// `min_replicas`: met on a cluster with a replica per master; unmet on a lone server —
+/// then the acquisition fails and leaves no lock.
+#[tokio::test]
+async fn min_replicas_are_awaited() {
+    let cluster = RedisCluster::start(3, 1);
+    let locks = LockClient::cluster(cluster.seed_urls())
+        .min_replicas(1, Duration::from_secs(5))
+        .build()
+        .unwrap();
+    locks
+        .lock("replicated")
+        .await
+        .expect("one replica acks")
+        .release()
+        .await
+        .unwrap();
+
+    let lone = RedisServer::start();
+    let locks = builder(&lone.url())
+        .min_replicas(1, Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let err = locks.lock("unreplicated").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LockError::NotReplicated {
+                acked: 0,
+                required: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut conn = lone.conn().await;
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("distlock:unreplicated")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!exists, "a failed acquisition left its lock");
+}
+
+/// A planned `CLUSTER FAILOVER` of the lock's master keeps the lock: the client follows the
+/// new master and keeps renewing.
+#[tokio::test]
+async fn planned_failover_keeps_the_lock() {
+    let cluster = RedisCluster::start(3, 1);
+    let locks = LockClient::cluster(cluster.seed_urls())
+        .lease(Duration::from_secs(2))
+        .min_replicas(1, Duration::from_secs(5))
+        .command_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let guard = locks.lock("failover").await.unwrap();
+    let replica = replica_of_key_master(&cluster, "distlock:failover").await;
+    let mut conn = cluster.nodes()[replica].conn().await;
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    wait_until("the replica became master", Duration::from_secs(30), || {
+        let mut conn = conn.clone();
+        async move {
+            let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut conn).await.unwrap();
+            matches!(&role[0], redis::Value::BulkString(r) if r == b"master")
+        }
+    })
+    .await;
+    // Several lease lengths later the lock is still held: renewals reached the new master.
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        assert!(guard.is_held(), "lost across a planned failover");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    guard.release().await.expect("released on the new master");
+}
+
+/// The index of a replica of the master that serves `key`'s slot (waits until the
+/// cluster's slot map lists one: a fresh replica shows up once it has synced).
+async fn replica_of_key_master(cluster: &RedisCluster, key: &str) -> usize {
+    let mut conn = cluster.nodes()[0].conn().await;
+    let slot = keyslot(&mut conn, key).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(port) = replica_port(&mut conn, slot).await {
+            return cluster
+                .nodes()
+                .iter()
+                .position(|n| n.port() == port)
+                .expect("replica node");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no replica listed for slot {slot}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn replica_port(conn: &mut MultiplexedConnection, slot: i64) -> Option<u16> {
+    let slots: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let range = slots.into_iter().find(|range| {
+        let start: i64 = redis::from_redis_value(range[0].clone()).unwrap();
+        let end: i64 = redis::from_redis_value(range[1].clone()).unwrap();
+        (start..=end).contains(&slot)
+    })?;
+    let replica: Vec<redis::Value> = redis::from_redis_value(range.get(3)?.clone()).unwrap();
+    Some(redis::from_redis_value(replica[1].clone()).unwrap())
+}

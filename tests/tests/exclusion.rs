@@ -1,0 +1,55 @@
+//! Mutual exclusion under contention from several clients and tasks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_tests::locks::{client, OverlapDetector};
+use distlock_tests::RedisServer;
+use redis::AsyncCommands;
+
+const CLIENTS: usize = 4;
+const TASKS_PER_CLIENT: usize = 8;
+const ACQUISITIONS: usize = 2_000;
+
+/// 4 clients × 8 tasks, 2,000 acquisitions of one name, each doing a non-atomic
+/// GET → +1 → SET: the counter is exact and no two critical sections overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn non_atomic_counter_is_exact_under_contention() {
+    let server = RedisServer::start();
+    let detector = Arc::new(OverlapDetector::default());
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let locks = client(&server.url());
+        for t in 0..TASKS_PER_CLIENT {
+            let n = ACQUISITIONS / (CLIENTS * TASKS_PER_CLIENT)
+                + usize::from(
+                    c * TASKS_PER_CLIENT + t < ACQUISITIONS % (CLIENTS * TASKS_PER_CLIENT),
+                );
+            let (locks, detector, mut conn) =
+                (locks.clone(), detector.clone(), server.conn().await);
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..n {
+                    let guard = locks
+                        .lock("counter")
+                        .wait(Duration::from_secs(60))
+                        .await
+                        .expect("acquire");
+                    detector.enter();
+                    let value: i64 = conn.get("counter").await.unwrap_or(0);
+                    tokio::task::yield_now().await;
+                    let () = conn.set("counter", value + 1).await.expect("SET");
+                    detector.exit();
+                    guard.release().await.expect("release");
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let mut conn = server.conn().await;
+    let counter: usize = conn.get("counter").await.expect("GET");
+    assert_eq!(counter, ACQUISITIONS);
+    assert_eq!(detector.entries(), ACQUISITIONS);
+    assert_eq!(detector.overlaps(), 0);
+}

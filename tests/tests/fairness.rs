@@ -1,0 +1,152 @@
+//! The fair queue: waiters get the lock in arrival order, straight from the releasing
+//! holder; waiters that leave or die never keep it.
+
+use std::time::Duration;
+
+use distlock_tests::locks::{client, exists, lock_key, wait_until, GENEROUS};
+use distlock_tests::RedisServer;
+use redis::aio::MultiplexedConnection;
+use tokio::sync::mpsc;
+
+const QUEUE: &str = "distlock__queue:{distlock:fifo}";
+
+async fn queued(conn: &mut MultiplexedConnection, queue: &str) -> usize {
+    redis::cmd("ZCARD")
+        .arg(queue)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// Five waiters queued one after another acquire in that order.
+#[tokio::test]
+async fn waiters_acquire_in_arrival_order() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let holder = client(&server.url());
+    let guard = holder.lock("fifo").await.unwrap();
+    let (order_tx, mut order_rx) = mpsc::unbounded_channel();
+    for i in 0..5usize {
+        let (locks, order) = (client(&server.url()), order_tx.clone());
+        tokio::spawn(async move {
+            let g = locks
+                .lock("fifo")
+                .wait(Duration::from_secs(60))
+                .await
+                .unwrap();
+            order.send(i).unwrap();
+            g.release().await.unwrap();
+        });
+        wait_until("the waiter queued", GENEROUS, || {
+            let mut conn = conn.clone();
+            async move { queued(&mut conn, QUEUE).await == i + 1 }
+        })
+        .await;
+    }
+    guard.release().await.unwrap();
+    let mut order = Vec::new();
+    for _ in 0..5 {
+        order.push(
+            tokio::time::timeout(GENEROUS, order_rx.recv())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert_eq!(order, [0, 1, 2, 3, 4]);
+    assert_eq!(queued(&mut conn, QUEUE).await, 0);
+}
+
+/// A waiter that gives up leaves the queue; one whose place expired is skipped.
+#[tokio::test]
+async fn departed_and_dead_waiters_are_skipped() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = client(&server.url());
+    let guard = locks.lock("skip").await.unwrap();
+    let queue = "distlock__queue:{distlock:skip}";
+
+    let err = locks
+        .lock("skip")
+        .wait(Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert!(err.is_wait_timeout(), "{err}");
+    assert!(err.remaining_ttl().is_some());
+    assert_eq!(
+        queued(&mut conn, queue).await,
+        0,
+        "a timed-out waiter stayed queued"
+    );
+
+    // A dead waiter: queued first, with a liveness deadline in the past.
+    let _: () = redis::cmd("ZADD")
+        .arg(queue)
+        .arg(0)
+        .arg("30000|dead:1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg("distlock__waiters:{distlock:skip}")
+        .arg(1)
+        .arg("30000|dead:1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let waiter = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.lock("skip").wait(Duration::from_secs(60)).await }
+    });
+    wait_until("the live waiter queued", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { queued(&mut conn, queue).await == 2 }
+    })
+    .await;
+    guard.release().await.unwrap();
+    let next = tokio::time::timeout(GENEROUS, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(next.is_held());
+    assert_eq!(queued(&mut conn, queue).await, 0);
+    next.release().await.unwrap();
+    assert!(!exists(&mut conn, &lock_key("skip")).await);
+}
+
+/// A grant whose message never arrives is found by the waiter's next attempt.
+#[tokio::test]
+async fn missed_grant_is_found_by_retry() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let (holder, waiter) = (client(&server.url()), client(&server.url()));
+    let guard = holder.lock("grant").await.unwrap();
+    let waiting = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.lock("grant").wait(Duration::from_secs(60)).await }
+    });
+    wait_until("the waiter queued", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { queued(&mut conn, "distlock__queue:{distlock:grant}").await == 1 }
+    })
+    .await;
+    server.pause();
+    // While Redis is frozen, nothing to do; on resume kill the waiter's pub/sub first.
+    server.resume();
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    let got = tokio::time::timeout(GENEROUS, waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(got.is_held());
+    got.release().await.unwrap();
+}

@@ -1,0 +1,281 @@
+//! Fault suite, Redis Cluster failovers: a planned failover keeps the lock; a master that
+//! dies before its replica has the lock grants it twice, unless `min_replicas` made the
+//! acquisition wait for the replica.
+
+use std::time::Duration;
+
+use distlock_tests::fault::cluster::{failover, shard_of};
+use distlock_tests::locks::{lock_key, GENEROUS};
+use distlock_tests::{RedisCluster, RedisServer};
+use lock_core::{LockClient, LockError, LockGuard};
+use redis::aio::MultiplexedConnection;
+use tokio::task::block_in_place;
+use tokio::time::Instant;
+
+const LEASE: Duration = Duration::from_secs(2);
+const TRIALS: usize = 20;
+/// Cluster health (after a node restart) and slot-map changes.
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// One cluster at a time: two 6-node clusters failing over at once on a 2-core machine make
+/// failovers slow enough to outlast leases.
+static ONE_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn client(cluster: &RedisCluster, min_replicas: bool) -> LockClient {
+    let builder = LockClient::cluster(cluster.seed_urls())
+        .lease(LEASE)
+        .command_timeout(Duration::from_secs(2));
+    let builder = if min_replicas {
+        builder.min_replicas(1, Duration::from_millis(500))
+    } else {
+        builder
+    };
+    builder.build().unwrap()
+}
+
+/// Tries once, retrying errors while the cluster settles; `None` when the lock is busy.
+async fn try_lock(locks: &LockClient, name: &str) -> Option<LockGuard> {
+    let deadline = Instant::now() + GENEROUS;
+    loop {
+        match locks.lock(name).try_acquire().await {
+            Ok(guard) => return guard,
+            Err(e) if e.is_unavailable() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+}
+
+/// Three planned `CLUSTER FAILOVER`s of the master serving the lock, while a client holds it
+/// (watchdog, 6 s lease): after each, another client finds it busy and the holder still has
+/// it; the holder's release succeeds on the last master.
+///
+/// Ignored in CI: under load the lock was lost in the second of three back-to-back planned
+/// failovers (a renewal found it gone 5 s after the failover) — an open finding, tracked in
+/// issue 6. One planned failover is covered by `cluster::planned_failover_keeps_the_lock`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "open finding: lock lost across repeated planned failovers under load (issue 6)"]
+async fn planned_failovers_keep_the_lock() {
+    let _one = ONE_CLUSTER.lock().await;
+    let cluster = RedisCluster::start(3, 1);
+    // A longer lease than the kill trials: on a loaded machine a planned failover (writes
+    // paused, slot map refreshed) can take longer than 2 s, and the point here is that the
+    // lock survives the failover, not how fast the failover is.
+    let holder = LockClient::cluster(cluster.seed_urls())
+        .lease(Duration::from_secs(6))
+        .command_timeout(Duration::from_secs(2))
+        .min_replicas(1, Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let other = client(&cluster, false);
+    let guard = holder.lock("planned").await.unwrap();
+    for round in 0..3 {
+        let shard = shard_of(&cluster, &lock_key("planned"), SETTLE).await;
+        failover(&cluster.nodes()[shard.replicas[0]], None, SETTLE).await;
+        let failed_over = Instant::now();
+        let granted = try_lock(&other, "planned").await.is_some();
+        let held = guard.is_held();
+        let why = match guard.extend(Duration::from_secs(6)).await {
+            Ok(()) => "extend ok".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            !granted && held,
+            "round {round}: after a planned failover, granted to another client: {granted}, \
+             still held by the holder: {held} ({why}; {:?} after the failover)",
+            failed_over.elapsed()
+        );
+        block_in_place(|| cluster.wait_until_healthy(SETTLE)).unwrap();
+    }
+    guard.release().await.expect("released on the last master");
+}
+
+/// Lets a master start a full sync at once instead of after the default 5 s (which would
+/// make every rejoin of a killed master take 5 s).
+async fn sync_without_delay(node: &RedisServer) {
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("repl-diskless-sync-delay")
+        .arg(0)
+        .query_async(&mut node.conn().await)
+        .await
+        .unwrap();
+}
+
+/// One kill trial's outcome.
+#[derive(Debug, PartialEq, Eq)]
+enum Kill {
+    /// A was refused (`NotReplicated`): no hold, nothing to grant twice.
+    Refused,
+    /// A was refused although its replica was online: safe, reported.
+    RefusedInSync,
+    /// A held it; after the failover B found it busy.
+    Kept,
+    /// A held it; B got it after A's `lost()` had fired.
+    GrantedAfterLoss,
+    /// A held it and still believed so when B got it: a double grant.
+    DoubleGrant,
+}
+
+/// Cuts the replica's link to its master and freezes the replica before it can reconnect,
+/// so nothing written from now on reaches it. Retries if the replica was quicker.
+async fn stall_replication(cluster: &RedisCluster, master: usize, replica: usize) {
+    for _ in 0..5 {
+        let mut conn = cluster.nodes()[replica].conn().await;
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("master")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        block_in_place(|| cluster.nodes()[replica].pause());
+        let mut master_conn = cluster.nodes()[master].conn().await;
+        let deadline = Instant::now() + GENEROUS;
+        while connected_replicas(&mut master_conn).await > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if connected_replicas(&mut master_conn).await == 0 {
+            return;
+        }
+        // The replica reconnected before it froze: let it go and try again.
+        cluster.nodes()[replica].resume();
+        block_in_place(|| cluster.wait_until_healthy(SETTLE)).unwrap();
+    }
+    panic!("could not detach the replica from its master");
+}
+
+async fn connected_replicas(conn: &mut MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("connected_slaves:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO replication lists connected_slaves")
+}
+
+/// One trial: the lock's master is SIGKILLed right after A's acquisition and its replica
+/// takes over (`CLUSTER FAILOVER TAKEOVER`, which skips the 2 s failure detection; the
+/// automatic failover would promote the same replica with the same data); then B asks.
+/// `stall`: the replica got nothing since before the acquisition.
+async fn kill_trial(cluster: &mut RedisCluster, i: usize, min_replicas: bool, stall: bool) -> Kill {
+    block_in_place(|| cluster.wait_until_healthy(SETTLE)).unwrap();
+    let name = format!(
+        "killed_{}_{i}",
+        if min_replicas { "acked" } else { "async" }
+    );
+    let shard = shard_of(cluster, &lock_key(&name), SETTLE).await;
+    let replica = shard.replicas[0];
+    // Connected before any node freezes (a new cluster client connects to every node).
+    let (a, b) = (client(cluster, min_replicas), client(cluster, false));
+    for locks in [&a, &b] {
+        // Any answer will do (a refusal for lack of replicas too): only the connections count.
+        if let Ok(Some(guard)) = locks.lock(format!("warm_{i}")).try_acquire().await {
+            guard.release().await.unwrap();
+        }
+    }
+    if stall {
+        stall_replication(cluster, shard.master, replica).await;
+    }
+    let acquired = a.lock(name.as_str()).wait(Duration::from_secs(2)).await;
+    let evidence: String = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(&mut cluster.nodes()[shard.master].conn().await)
+        .await
+        .unwrap();
+    block_in_place(|| cluster.nodes_mut()[shard.master].kill());
+    if stall {
+        cluster.nodes()[replica].resume();
+    }
+    failover(&cluster.nodes()[replica], Some("TAKEOVER"), SETTLE).await;
+    let outcome = match acquired {
+        Err(LockError::NotReplicated { .. }) if stall => {
+            assert!(min_replicas, "trial {i}: refused without min_replicas");
+            Kill::Refused
+        }
+        Err(e @ LockError::NotReplicated { .. }) => {
+            // A false refusal: safe, but unexpected with the replica online. Keep the evidence.
+            println!("trial {i}: refused with the replica online: {e}\n{evidence}");
+            Kill::RefusedInSync
+        }
+        Err(e) => panic!("trial {i}: A: {e}"),
+        Ok(guard_a) => {
+            let outcome = match try_lock(&b, &name).await {
+                None => Kill::Kept,
+                Some(guard_b) => {
+                    let outcome = if guard_a.is_held() {
+                        Kill::DoubleGrant
+                    } else {
+                        Kill::GrantedAfterLoss
+                    };
+                    drop(guard_b);
+                    outcome
+                }
+            };
+            drop(guard_a);
+            outcome
+        }
+    };
+    // The old master comes back empty and rejoins as a replica of the new one.
+    block_in_place(|| cluster.nodes_mut()[shard.master].restart());
+    sync_without_delay(&cluster.nodes()[shard.master]).await;
+    outcome
+}
+
+/// 20 trials with `min_replicas(1)`, the master killed right after the acquisition: half
+/// with the replica cut off first (A is refused with `NotReplicated`), half with it healthy
+/// (the lock survives on the promoted replica and B finds it busy; a refusal there is
+/// reported with the master's replication info). 0 double grants.
+///
+/// 20 trials without `min_replicas`, the replica cut off: A is granted a lock that only the
+/// dying master had, and B is granted it again on the promoted replica — every time. How
+/// often A had not yet noticed (a double grant) is counted and reported: this is the known
+/// limit of asynchronous replication that the Safety page documents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn master_killed_with_an_unreplicated_lock() {
+    let _one = ONE_CLUSTER.lock().await;
+    let mut cluster = RedisCluster::start(3, 1);
+    for node in cluster.nodes() {
+        sync_without_delay(node).await;
+    }
+    let started = Instant::now();
+    let mut acked = Vec::new();
+    for i in 0..TRIALS {
+        acked.push(kill_trial(&mut cluster, i, true, i % 2 == 0).await);
+    }
+    let mut unacked = Vec::new();
+    for i in 0..TRIALS {
+        unacked.push(kill_trial(&mut cluster, i, false, true).await);
+    }
+    let count = |v: &[Kill], k: Kill| v.iter().filter(|&o| *o == k).count();
+    println!(
+        "fault_cluster: master killed with an unreplicated lock ({:?} for {} trials):\n  \
+         min_replicas(1): double grants {}/{TRIALS} (refused {}, kept {}, refused with the \
+         replica online {}, granted after loss {})\n  \
+         no min_replicas: double grants {}/{TRIALS} (granted after loss {}, kept {})",
+        started.elapsed(),
+        2 * TRIALS,
+        count(&acked, Kill::DoubleGrant),
+        count(&acked, Kill::Refused),
+        count(&acked, Kill::Kept),
+        count(&acked, Kill::RefusedInSync),
+        count(&acked, Kill::GrantedAfterLoss),
+        count(&unacked, Kill::DoubleGrant),
+        count(&unacked, Kill::GrantedAfterLoss),
+        count(&unacked, Kill::Kept),
+    );
+    assert_eq!(count(&acked, Kill::DoubleGrant), 0, "{acked:?}");
+    assert_eq!(count(&acked, Kill::Refused), TRIALS / 2, "{acked:?}");
+    // With the replica online the lock is kept (or, rarely, refused: see the output).
+    assert_eq!(
+        count(&acked, Kill::Kept) + count(&acked, Kill::RefusedInSync),
+        TRIALS / 2,
+        "{acked:?}"
+    );
+    // Deterministic: the promoted replica never had the lock, so B always gets it.
+    assert_eq!(count(&unacked, Kill::Kept), 0, "{unacked:?}");
+}

@@ -1,0 +1,69 @@
+//! Fencing tokens only grow.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_tests::locks::{client, lock_key, wait_gone, GENEROUS};
+use distlock_tests::RedisServer;
+use tokio::sync::Mutex;
+
+/// 1,000 acquisitions by 4 clients × 4 tasks: each token is greater than the last one seen
+/// by any holder before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokens_strictly_increase_across_clients() {
+    let server = RedisServer::start();
+    let last = Arc::new(Mutex::new(0u64));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let locks = client(&server.url());
+        for _ in 0..4 {
+            let (locks, last) = (locks.clone(), last.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..1_000 / 16 + 1 {
+                    let guard = locks
+                        .lock("fenced")
+                        .wait(Duration::from_secs(60))
+                        .await
+                        .unwrap();
+                    let mut seen = last.lock().await;
+                    assert!(
+                        guard.fencing_token() > *seen,
+                        "{} after {}",
+                        guard.fencing_token(),
+                        *seen
+                    );
+                    *seen = guard.fencing_token();
+                    drop(seen);
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(*last.lock().await >= 1_000);
+}
+
+/// A lock that expired still never hands out a smaller token; re-entry keeps the token.
+#[tokio::test]
+async fn tokens_grow_across_expiry_and_reentry_keeps_them() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = client(&server.url());
+    let first = locks
+        .lock("expiring")
+        .lease(Duration::from_millis(100))
+        .await
+        .unwrap();
+    let t1 = first.fencing_token();
+    std::mem::forget(first);
+    wait_gone(&mut conn, &lock_key("expiring"), GENEROUS).await;
+    lock_core::scope(async {
+        let second = locks.lock("expiring").await.unwrap();
+        assert!(second.fencing_token() > t1);
+        let again = locks.lock("expiring").await.unwrap();
+        assert_eq!(again.fencing_token(), second.fencing_token());
+    })
+    .await;
+}

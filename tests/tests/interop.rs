@@ -1,0 +1,107 @@
+//! distlock and Redisson's RLock exclude each other on one name and wake each other.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_tests::locks::{builder, wait_until, OverlapDetector, GENEROUS};
+use distlock_tests::redisson::RedissonLock;
+use distlock_tests::RedisServer;
+use futures_util::StreamExt;
+use tokio::time::Instant;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Two distlock tasks and two Redisson threads take turns on one name: 0 overlaps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exclusion_holds_between_distlock_and_redisson() {
+    let server = RedisServer::start();
+    let detector = Arc::new(OverlapDetector::default());
+    let locks = builder(&server.url()).key_prefix("").build().unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let (locks, detector) = (locks.clone(), detector.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..50 {
+                let guard = locks
+                    .lock("shared")
+                    .wait(Duration::from_secs(60))
+                    .await
+                    .unwrap();
+                detector.enter();
+                tokio::task::yield_now().await;
+                detector.exit();
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for thread in 1..=2 {
+        let mut redisson = RedissonLock::new(&server.url(), "shared", thread).await;
+        let detector = detector.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..50 {
+                redisson.lock(LEASE, Duration::from_secs(60)).await;
+                detector.enter();
+                tokio::task::yield_now().await;
+                detector.exit();
+                assert_eq!(redisson.unlock(LEASE).await, Some(1));
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(detector.entries(), 200);
+    assert_eq!(detector.overlaps(), 0);
+}
+
+/// A distlock waiter wakes on Redisson's release, and a Redisson waiter on distlock's.
+#[tokio::test]
+async fn each_wakes_on_the_others_release() {
+    let server = RedisServer::start();
+    let locks = builder(&server.url()).key_prefix("").build().unwrap();
+    let mut redisson = RedissonLock::new(&server.url(), "shared", 1).await;
+
+    assert_eq!(redisson.try_lock(LEASE).await, None);
+    let waiting = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            (
+                locks.lock("shared").wait(Duration::from_secs(60)).await,
+                Instant::now(),
+            )
+        }
+    });
+    wait_until("distlock subscribed", GENEROUS, || async {
+        locks.waited_channels() == 1
+    })
+    .await;
+    let released = Instant::now();
+    assert_eq!(redisson.unlock(LEASE).await, Some(1));
+    let (guard, acquired) = waiting.await.unwrap();
+    let guard = guard.expect("distlock acquires after Redisson's release");
+    assert!(
+        acquired - released < Duration::from_secs(1),
+        "{:?}",
+        acquired - released
+    );
+
+    assert!(
+        redisson.try_lock(LEASE).await.is_some(),
+        "Redisson must see distlock's hold"
+    );
+    assert!(redisson.renew(LEASE).await.eq(&false));
+    let mut pubsub = server.client().get_async_pubsub().await.unwrap();
+    pubsub.subscribe(redisson.channel()).await.unwrap();
+    guard.release().await.unwrap();
+    let message = tokio::time::timeout(Duration::from_secs(1), pubsub.on_message().next())
+        .await
+        .expect("Redisson's channel got the release")
+        .unwrap();
+    assert_eq!(message.get_payload::<String>().unwrap(), "0");
+    assert_eq!(
+        redisson.try_lock(LEASE).await,
+        None,
+        "Redisson acquires after the message"
+    );
+    assert_eq!(redisson.unlock(LEASE).await, Some(1));
+}

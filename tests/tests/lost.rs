@@ -1,0 +1,82 @@
+//! The lost-lock signal: from Redis' answers and from the local clock.
+
+use std::time::Duration;
+
+use distlock_tests::locks::{builder, GENEROUS};
+use distlock_tests::RedisServer;
+use redis::AsyncCommands;
+
+/// The key deleted externally → `lost()` fires within about one watchdog tick.
+#[tokio::test]
+async fn external_delete_fires_lost_within_a_tick() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = builder(&server.url())
+        .lease(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let guard = locks.lock("deleted").await.expect("acquire");
+    let () = conn.del("distlock:deleted").await.unwrap();
+    let started = tokio::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost() fired");
+    // One tick is 1 s; allow scheduling slack on a loaded machine.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!guard.is_held());
+    let err = guard.extend(Duration::from_secs(1)).await.unwrap_err();
+    assert!(err.is_lost(), "{err}");
+}
+
+/// Redis killed and restarted mid-hold (no persistence) → `lost()` fires, never a silent
+/// re-acquire; the client reconnects and new locks work.
+#[tokio::test]
+async fn redis_restart_fires_lost_and_client_recovers() {
+    let mut server = RedisServer::start();
+    let locks = builder(&server.url())
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let guard = locks.lock("restarted").await.expect("acquire");
+    server.restart();
+    tokio::time::timeout(GENEROUS, guard.lost())
+        .await
+        .expect("lost() fired after the restart");
+    let mut conn = server.conn().await;
+    let exists: bool = conn.exists("distlock:restarted").await.unwrap();
+    assert!(!exists, "the watchdog must not re-create a lost lock");
+    drop(guard);
+    let again = locks
+        .lock("restarted")
+        .wait(GENEROUS)
+        .await
+        .expect("new lock after reconnect");
+    again.release().await.expect("release");
+}
+
+/// Redis frozen (SIGSTOP) longer than the lease → `lost()` fires at the local deadline,
+/// with no answer from Redis at all.
+#[tokio::test]
+async fn frozen_redis_fires_lost_at_the_local_deadline() {
+    let server = RedisServer::start();
+    let locks = builder(&server.url())
+        .lease(Duration::from_secs(1))
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let guard = locks.lock("frozen").await.expect("acquire");
+    server.pause();
+    let started = tokio::time::Instant::now();
+    let fired = tokio::time::timeout(GENEROUS, guard.lost()).await;
+    server.resume();
+    fired.expect("lost() fired without Redis answering");
+    assert!(
+        started.elapsed() <= Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}

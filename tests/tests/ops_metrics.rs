@@ -1,0 +1,232 @@
+//! Metrics (feature `metrics`), read through `metrics-util`'s debugging recorder: the values
+//! a dashboard would show for acquisitions, waits, wake-ups, holds, renewals and losses.
+//!
+//! One recorder is installed for the whole test binary; each test uses its own lock family,
+//! so parallel tests never read each other's series.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use distlock_tests::locks::{builder, client, lock_key, wait_until, GENEROUS};
+use distlock_tests::RedisServer;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::MetricKind;
+
+/// A series: kind, name and sorted `label=value` pairs.
+type Series = (MetricKind, String, Vec<String>);
+
+/// Everything recorded so far. The snapshotter drains counters, gauges and histograms, so
+/// each read adds its snapshot here, where every test finds its own series.
+#[derive(Default)]
+struct Recorded {
+    counters: HashMap<Series, u64>,
+    gauges: HashMap<Series, f64>,
+    histograms: HashMap<Series, Vec<f64>>,
+}
+
+fn recorder() -> &'static (Snapshotter, Mutex<Recorded>) {
+    static RECORDER: OnceLock<(Snapshotter, Mutex<Recorded>)> = OnceLock::new();
+    RECORDER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("the only recorder of this binary");
+        (snapshotter, Mutex::default())
+    })
+}
+
+/// Reads every series recorded so far.
+fn recorded<T>(read: impl FnOnce(&Recorded) -> T) -> T {
+    let (snapshotter, store) = recorder();
+    let mut store = store.lock().unwrap();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let mut labels: Vec<String> = key
+            .key()
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        labels.sort();
+        let series = (key.kind(), key.key().name().to_owned(), labels);
+        match value {
+            DebugValue::Counter(n) => *store.counters.entry(series).or_default() += n,
+            DebugValue::Gauge(g) => *store.gauges.entry(series).or_default() += g.0,
+            DebugValue::Histogram(h) => store
+                .histograms
+                .entry(series)
+                .or_default()
+                .extend(h.iter().map(|v| v.0)),
+        }
+    }
+    read(&store)
+}
+
+fn series(kind: MetricKind, name: &str, labels: &[&str]) -> Series {
+    let mut labels: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
+    labels.sort();
+    (kind, name.to_owned(), labels)
+}
+
+fn counter(name: &str, labels: &[&str]) -> u64 {
+    let key = series(MetricKind::Counter, name, labels);
+    recorded(|r| r.counters.get(&key).copied().unwrap_or(0))
+}
+
+fn gauge(name: &str, labels: &[&str]) -> f64 {
+    let key = series(MetricKind::Gauge, name, labels);
+    recorded(|r| r.gauges.get(&key).copied().unwrap_or(0.0))
+}
+
+fn histogram(name: &str, labels: &[&str]) -> Vec<f64> {
+    let key = series(MetricKind::Histogram, name, labels);
+    recorded(|r| r.histograms.get(&key).cloned().unwrap_or_default())
+}
+
+/// Outcomes, waits, contention, the held gauge and hold times of one family.
+#[tokio::test]
+async fn acquisitions_are_counted_by_outcome_with_wait_and_hold_times() {
+    recorder();
+    let server = RedisServer::start();
+    let (a, b) = (client(&server.url()), client(&server.url()));
+    let fam = "family=order_<id>";
+    let guard = a.lock("order_1").family("order_<id>").await.unwrap();
+    assert_eq!(gauge("distlock_held", &[fam]), 1.0);
+    let busy = b
+        .lock("order_1")
+        .family("order_<id>")
+        .wait(Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert!(busy.is_wait_timeout());
+    let acquired = ["outcome=acquired", fam];
+    let timeout = ["outcome=timeout", fam];
+    assert_eq!(counter("distlock_acquisitions_total", &acquired), 1);
+    assert_eq!(counter("distlock_acquisitions_total", &timeout), 1);
+    assert_eq!(counter("distlock_contended_total", &[fam]), 1);
+    let waits = histogram("distlock_wait_seconds", &timeout);
+    assert!(waits.len() == 1 && waits[0] >= 0.2, "{waits:?}");
+    assert_eq!(histogram("distlock_wait_seconds", &acquired).len(), 1);
+    guard.release().await.unwrap();
+    assert_eq!(gauge("distlock_held", &[fam]), 0.0);
+    assert_eq!(histogram("distlock_hold_seconds", &[fam]).len(), 1);
+    // Unnamed families share "default"; names never become labels.
+    let other = a.lock("order_2").await.unwrap();
+    assert_eq!(gauge("distlock_held", &["family=default"]), 1.0);
+    drop(other);
+}
+
+/// An unreachable Redis counts as `unavailable`, not as a busy lock.
+#[tokio::test]
+async fn an_unreachable_redis_counts_as_unavailable() {
+    recorder();
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.stop();
+    let locks = builder(&url)
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let err = locks.lock("x").family("down").await.unwrap_err();
+    assert!(err.is_unavailable(), "{err}");
+    let labels = ["family=down", "outcome=unavailable"];
+    assert_eq!(counter("distlock_acquisitions_total", &labels), 1);
+}
+
+/// A hand-off wakes the waiter by message; a holder that vanishes silently wakes it by TTL.
+#[tokio::test]
+async fn wakeups_are_counted_by_message_and_by_ttl() {
+    recorder();
+    let server = RedisServer::start();
+    let (a, b) = (client(&server.url()), client(&server.url()));
+    let mut conn = server.conn().await;
+    let channel = format!("redisson_lock__channel:{{{}}}", lock_key("w"));
+    // A release that lands between the waiter's subscription and its retry right after is
+    // taken by that retry, without a wake-up; that window cannot be seen from outside, so
+    // a few rounds give the hand-off its chance to find the waiter asleep.
+    for _ in 0..5 {
+        let guard = a.lock("w").family("wake").await.unwrap();
+        let b = b.clone();
+        let waiter = tokio::spawn(async move { b.lock("w").family("wake").await.map(drop) });
+        wait_until("the waiter subscribed", GENEROUS, || {
+            let (mut conn, channel) = (conn.clone(), channel.clone());
+            async move {
+                let subs: (String, u64) = redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(&channel)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                subs.1 == 1
+            }
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        guard.release().await.unwrap();
+        waiter.await.unwrap().unwrap();
+        if counter("distlock_wakeups_total", &["by=message", "family=wake"]) > 0 {
+            break;
+        }
+    }
+    assert!(counter("distlock_wakeups_total", &["by=message", "family=wake"]) >= 1);
+
+    // A foreign holder (no release message) with a short lease.
+    let key = lock_key("t");
+    let _: () = redis::pipe()
+        .hset(&key, "foreign:1", 1)
+        .pexpire(&key, 300)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let c = client(&server.url());
+    drop(c.lock("t").family("wake_ttl").await.unwrap());
+    assert!(counter("distlock_wakeups_total", &["by=ttl", "family=wake_ttl"]) >= 1);
+}
+
+/// `extend` counts a renewal, or a renewal failure when Redis does not answer; a lock
+/// deleted under its holder counts as lost and leaves the held gauge.
+#[tokio::test]
+async fn renewals_failures_and_losses_are_counted() {
+    recorder();
+    let server = RedisServer::start();
+    let locks = builder(&server.url())
+        .lease(Duration::from_millis(600))
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let fam = ["family=renew"];
+    let guard = locks.lock("r").family("renew").await.unwrap();
+    guard.extend(Duration::from_secs(5)).await.unwrap();
+    // At least: once watchdog.rs reports its renewals, they add to this series too.
+    assert!(counter("distlock_renewals_total", &fam) >= 1);
+    server.pause();
+    assert!(guard.extend(Duration::from_secs(5)).await.is_err());
+    server.resume();
+    assert!(counter("distlock_renewal_failures_total", &fam) >= 1);
+    locks.force_release("r").await.unwrap();
+    assert!(guard
+        .extend(Duration::from_secs(5))
+        .await
+        .unwrap_err()
+        .is_lost());
+    assert_eq!(counter("distlock_lost_total", &fam), 1);
+    assert_eq!(gauge("distlock_held", &fam), 0.0);
+    assert_eq!(histogram("distlock_hold_seconds", &fam).len(), 1);
+}
+
+/// The watchdog's renewals are counted once watchdog.rs calls `metrics::renewed`.
+#[tokio::test]
+async fn watchdog_renewals_are_counted() {
+    recorder();
+    let server = RedisServer::start();
+    let locks = builder(&server.url())
+        .lease(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let guard = locks.lock("wd").family("watchdog").await.unwrap();
+    wait_until("two renewals", GENEROUS, || async {
+        counter("distlock_renewals_total", &["family=watchdog"]) >= 2
+    })
+    .await;
+    drop(guard);
+}

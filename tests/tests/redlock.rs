@@ -1,0 +1,144 @@
+//! Redlock over independent masters: exclusion, quorum with a minority down, bounded failure
+//! with a majority down, and loss when the quorum is gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_tests::locks::{OverlapDetector, GENEROUS};
+use distlock_tests::RedisServer;
+use lock_core::LockClient;
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+fn servers(n: usize) -> Vec<RedisServer> {
+    (0..n).map(|_| RedisServer::start()).collect()
+}
+
+fn redlock(servers: &[RedisServer]) -> LockClient {
+    LockClient::redlock(servers.iter().map(RedisServer::url))
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap()
+}
+
+async fn keys_everywhere(servers: &[RedisServer]) -> usize {
+    let mut total = 0;
+    for server in servers.iter().filter(|s| s.is_running()) {
+        let mut conn = server.conn().await;
+        let keys: Vec<String> = conn.keys("*").await.unwrap();
+        total += keys
+            .iter()
+            .filter(|k| !k.starts_with("distlock__fence"))
+            .count();
+    }
+    total
+}
+
+/// 3 and 5 nodes: 3 clients × 4 tasks never overlap, and tokens only grow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exclusion_on_three_and_five_nodes() {
+    for n in [3, 5] {
+        let nodes = servers(n);
+        let detector = Arc::new(OverlapDetector::default());
+        let last_token = Arc::new(tokio::sync::Mutex::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..3 {
+            let locks = redlock(&nodes);
+            for _ in 0..4 {
+                let (locks, detector, last_token) =
+                    (locks.clone(), detector.clone(), last_token.clone());
+                tasks.push(tokio::spawn(async move {
+                    for _ in 0..25 {
+                        let guard = locks
+                            .lock("shared")
+                            .wait(Duration::from_secs(60))
+                            .await
+                            .unwrap();
+                        detector.enter();
+                        let mut last = last_token.lock().await;
+                        assert!(guard.fencing_token() > *last);
+                        *last = guard.fencing_token();
+                        drop(last);
+                        detector.exit();
+                        guard.release().await.unwrap();
+                    }
+                }));
+            }
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(detector.entries(), 300, "{n} nodes");
+        assert_eq!(detector.overlaps(), 0, "{n} nodes");
+        assert_eq!(
+            keys_everywhere(&nodes).await,
+            0,
+            "{n} nodes: keys left behind"
+        );
+    }
+}
+
+/// A minority down: locks are still granted and released.
+#[tokio::test]
+async fn minority_down_still_locks() {
+    let mut nodes = servers(5);
+    nodes[0].kill();
+    nodes[3].kill();
+    let locks = redlock(&nodes);
+    for i in 0..20 {
+        let guard = locks
+            .lock(format!("minority_{i}"))
+            .await
+            .expect("quorum of 3 of 5");
+        assert!(guard.is_held());
+        guard.release().await.expect("released on the majority");
+    }
+}
+
+/// A majority down: a bounded, typed failure, and no partial keys left on the live node.
+#[tokio::test]
+async fn majority_down_fails_bounded_and_clean() {
+    let mut nodes = servers(3);
+    nodes[1].kill();
+    nodes[2].kill();
+    let locks = redlock(&nodes);
+    let started = Instant::now();
+    let err = locks
+        .lock("majority")
+        .wait(Duration::from_millis(500))
+        .await
+        .unwrap_err();
+    assert!(err.is_unavailable() || err.is_wait_timeout(), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_millis(500) + Duration::from_secs(2) + GENEROUS / 5,
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        keys_everywhere(&nodes).await,
+        0,
+        "a partial grant was left on the live node"
+    );
+}
+
+/// The quorum lost mid-hold → `lost()` fires; one node restarted empty → still held.
+#[tokio::test]
+async fn lost_when_the_quorum_is_gone() {
+    let mut nodes = servers(3);
+    let locks = LockClient::redlock(nodes.iter().map(RedisServer::url))
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let guard = locks.lock("quorum").await.unwrap();
+    nodes[0].restart();
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        assert!(guard.is_held(), "two of three nodes still hold it");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    nodes[1].kill();
+    tokio::time::timeout(GENEROUS, guard.lost())
+        .await
+        .expect("lost() fired");
+    assert!(!guard.is_held());
+}

@@ -1,0 +1,417 @@
+//! lock-tower with axum: real `Router`s served on loopback ports, real Redis.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use distlock_tests::locks::{self, exists, lock_key, wait_gone, GENEROUS};
+use distlock_tests::RedisServer;
+use lock_core::{LockClient, LockInfo};
+use lock_tower::{DistributedLockLayer, OutagePolicy};
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers: serving a router, a minimal HTTP/1.1 client.
+
+/// Serves `app` on a free loopback port until the test's runtime ends.
+async fn serve(app: Router) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    addr
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: HashMap<String, String>,
+    body: String,
+}
+
+fn request_text(method: &str, path: &str) -> String {
+    format!(
+        "{method} {path} HTTP/1.1\r\nhost: test\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+    )
+}
+
+/// Sends one request on a fresh connection and reads the whole reply.
+async fn send(addr: SocketAddr, method: &str, path: &str) -> Reply {
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        stream
+            .write_all(request_text(method, path).as_bytes())
+            .await
+            .expect("write");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.expect("read");
+        parse(&raw)
+    };
+    tokio::time::timeout(Duration::from_secs(60), exchange)
+        .await
+        .unwrap_or_else(|_| panic!("{method} {path}: no reply within 60 s"))
+}
+
+fn parse(raw: &[u8]) -> Reply {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").expect("a full response head");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .expect("a status line");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+/// A lock layer on `/items/{id}/buy`, keyed `item_<id>`.
+fn item_layer(client: LockClient, wait: Duration) -> DistributedLockLayer {
+    DistributedLockLayer::builder(client)
+        .route("/items/{id}/buy")
+        .key("item_<id>")
+        .wait(wait)
+        .build()
+        .expect("valid layer")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The inventory scenario.
+
+#[derive(Clone)]
+struct Shop {
+    redis: MultiplexedConnection,
+    /// For the unlocked run: makes the first two buyers read the stock before either writes.
+    rendezvous: Option<Arc<watch::Sender<usize>>>,
+}
+
+/// A deliberately non-atomic read-modify-write of `stock:<id>`.
+async fn buy(
+    State(shop): State<Shop>,
+    Path(id): Path<u64>,
+    lock: Option<Extension<LockInfo>>,
+) -> (StatusCode, String) {
+    let mut redis = shop.redis.clone();
+    let key = format!("stock:{id}");
+    let stock: i64 = redis.get(&key).await.expect("GET stock");
+    if let Some(readers) = &shop.rendezvous {
+        readers.send_modify(|n| *n += 1);
+        let mut seen = readers.subscribe();
+        // Bounded: the unlocked run only needs two readers to meet once.
+        let _ = tokio::time::timeout(GENEROUS, seen.wait_for(|n| *n >= 2)).await;
+    } else {
+        tokio::task::yield_now().await;
+    }
+    if stock <= 0 {
+        return (StatusCode::GONE, "sold out".into());
+    }
+    let () = redis.set(&key, stock - 1).await.expect("SET stock");
+    let token = lock.map_or(0, |Extension(info)| info.fencing_token());
+    (StatusCode::OK, format!("bought, token {token}"))
+}
+
+fn shop(redis: MultiplexedConnection, rendezvous: Option<Arc<watch::Sender<usize>>>) -> Router {
+    Router::new()
+        .route("/items/{id}/buy", post(buy))
+        .with_state(Shop { redis, rendezvous })
+}
+
+/// Sends `n` concurrent purchases of item 7 spread over `addrs`; returns the statuses.
+async fn buy_concurrently(addrs: &[SocketAddr], n: usize) -> Vec<u16> {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let addr = addrs[i % addrs.len()];
+            tokio::spawn(async move { send(addr, "POST", "/items/7/buy").await.status })
+        })
+        .collect();
+    let mut statuses = Vec::with_capacity(n);
+    for task in tasks {
+        statuses.push(task.await.expect("request task"));
+    }
+    statuses
+}
+
+/// Three instances with their own clients sell a stock of 100 to 300 buyers: the lock makes
+/// the handler's read-modify-write exclusive across processes, so exactly 100 succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_instances_sell_exactly_the_stock() {
+    let server = RedisServer::start();
+    let mut redis = server.conn().await;
+    let () = redis.set("stock:7", 100).await.unwrap();
+    let mut addrs = Vec::new();
+    for _ in 0..3 {
+        let layer = item_layer(locks::client(&server.url()), Duration::from_secs(120));
+        let app = shop(server.conn().await, None).route_layer(layer);
+        addrs.push(serve(app).await);
+    }
+    let statuses = buy_concurrently(&addrs, 300).await;
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    let gone = statuses.iter().filter(|s| **s == 410).count();
+    let stock: i64 = redis.get("stock:7").await.unwrap();
+    assert_eq!((ok, gone, stock), (100, 200, 0), "statuses: {statuses:?}");
+    wait_gone(&mut redis, &lock_key("item_7"), GENEROUS).await;
+}
+
+/// The same handler without the layer loses updates: two buyers read the same stock. The
+/// rendezvous makes the race certain, so this cannot flake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_the_layer_the_same_handler_oversells() {
+    let server = RedisServer::start();
+    let mut redis = server.conn().await;
+    let () = redis.set("stock:7", 100).await.unwrap();
+    let readers = Arc::new(watch::Sender::new(0));
+    let mut addrs = Vec::new();
+    for _ in 0..3 {
+        addrs.push(serve(shop(server.conn().await, Some(Arc::clone(&readers)))).await);
+    }
+    let statuses = buy_concurrently(&addrs, 300).await;
+    let ok = statuses.iter().filter(|s| **s == 200).count() as i64;
+    let stock: i64 = redis.get("stock:7").await.unwrap();
+    assert!(
+        ok > 100 - stock,
+        "expected lost updates: {ok} sold, stock went from 100 to {stock}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rejections.
+
+async fn ok_handler() -> &'static str {
+    "ok"
+}
+
+/// A busy lock answers 409 with a Retry-After derived from the holder's remaining lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_lock_answers_409_with_retry_after() {
+    let server = RedisServer::start();
+    let holder = locks::client(&server.url());
+    let guard = holder
+        .lock("item_7")
+        .lease(Duration::from_secs(20))
+        .await
+        .expect("holder locks");
+    let layer = item_layer(locks::client(&server.url()), Duration::from_millis(200));
+    let addr = serve(
+        Router::new()
+            .route("/items/{id}/buy", post(ok_handler))
+            .route_layer(layer),
+    )
+    .await;
+    let reply = send(addr, "POST", "/items/7/buy").await;
+    assert_eq!(reply.status, 409, "{reply:?}");
+    let retry: u64 = reply.headers["retry-after"].parse().expect("whole seconds");
+    assert!((1..=20).contains(&retry), "retry-after {retry}");
+    assert!(reply.body.contains("item_7"), "{reply:?}");
+    guard.release().await.unwrap();
+    assert_eq!(send(addr, "POST", "/items/7/buy").await.status, 200);
+}
+
+/// A missing key parameter answers 400 naming it, and no lock is attempted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_key_parameter_answers_400_without_locking() {
+    let server = RedisServer::start();
+    let mut redis = server.conn().await;
+    let layer = DistributedLockLayer::new(locks::client(&server.url()), "sku_<sku>").unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/buy", post(ok_handler))
+            .route_layer(layer),
+    )
+    .await;
+    for path in ["/buy", "/buy?sku=", "/buy?sku=%FF"] {
+        let reply = send(addr, "POST", path).await;
+        assert_eq!(reply.status, 400, "{path}: {reply:?}");
+        assert!(reply.body.contains("`sku`"), "{path}: {reply:?}");
+    }
+    let keys: Vec<String> = redis.keys("*").await.unwrap();
+    assert!(keys.is_empty(), "no lock may be attempted: {keys:?}");
+    assert_eq!(send(addr, "POST", "/buy?sku=a%20b").await.status, 200);
+}
+
+/// With Redis down, the layer fails closed (503) unless fail-open was chosen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_answers_503_or_fails_open() {
+    let mut server = RedisServer::start();
+    let client = locks::builder(&server.url())
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let closed = item_layer(client.clone(), Duration::from_millis(500));
+    let open = DistributedLockLayer::builder(client)
+        .route("/items/{id}/buy")
+        .key("item_<id>")
+        .wait(Duration::from_millis(500))
+        .on_outage(OutagePolicy::FailOpen)
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/items/{id}/buy", post(ok_handler).route_layer(closed))
+        .route(
+            "/open/items/{id}/buy",
+            post(|lock: Option<Extension<LockInfo>>| async move {
+                format!("locked: {}", lock.is_some())
+            })
+            .route_layer(open),
+        );
+    let addr = serve(app).await;
+    assert_eq!(send(addr, "POST", "/items/7/buy").await.status, 200);
+    server.kill();
+    let reply = send(addr, "POST", "/items/7/buy").await;
+    assert_eq!(reply.status, 503, "{reply:?}");
+    assert!(reply.body.contains("unavailable") || reply.body.contains("did not answer"));
+    let reply = send(addr, "POST", "/open/items/7/buy").await;
+    assert_eq!((reply.status, reply.body.as_str()), (200, "locked: false"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lifetime of the lock.
+
+/// A client that disconnects mid-request drops the response future, which releases the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_disconnect_releases_the_lock_within_a_second() {
+    let server = RedisServer::start();
+    let mut redis = server.conn().await;
+    let entered = Arc::new(Notify::new());
+    let signal = Arc::clone(&entered);
+    let handler = post(move || async move {
+        signal.notify_one();
+        std::future::pending::<()>().await;
+    });
+    let layer = item_layer(locks::client(&server.url()), Duration::ZERO);
+    let addr = serve(
+        Router::new()
+            .route("/items/{id}/buy", handler)
+            .route_layer(layer),
+    )
+    .await;
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(request_text("POST", "/items/7/buy").as_bytes())
+        .await
+        .unwrap();
+    tokio::time::timeout(GENEROUS, entered.notified())
+        .await
+        .expect("the handler runs");
+    assert!(exists(&mut redis, &lock_key("item_7")).await);
+    drop(stream);
+    wait_gone(&mut redis, &lock_key("item_7"), Duration::from_secs(1)).await;
+}
+
+/// With an explicit lease and the default on-lost abort, a request outliving its lease is
+/// dropped and answered 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_lock_aborts_the_request_with_503() {
+    let server = RedisServer::start();
+    let layer = DistributedLockLayer::builder(locks::client(&server.url()))
+        .route("/items/{id}/buy")
+        .key("item_<id>")
+        .lease(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    // Work that outlives the lease many times over.
+    let handler = post(|| async { tokio::time::sleep(Duration::from_secs(30)).await });
+    let addr = serve(
+        Router::new()
+            .route("/items/{id}/buy", handler)
+            .route_layer(layer),
+    )
+    .await;
+    let reply = send(addr, "POST", "/items/7/buy").await;
+    assert_eq!(reply.status, 503, "{reply:?}");
+    assert!(reply.body.contains("lost"), "{reply:?}");
+}
+
+/// Locks are per key: a request holding item 1 does not delay item 2 (wait 0 fails fast if
+/// it did).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_ids_do_not_block_each_other() {
+    let server = RedisServer::start();
+    let entered = Arc::new(Notify::new());
+    let release = Arc::new(Notify::new());
+    let (signal, gate) = (Arc::clone(&entered), Arc::clone(&release));
+    let handler = post(move |Path(id): Path<u64>| async move {
+        if id == 1 {
+            signal.notify_one();
+            let _ = tokio::time::timeout(GENEROUS, gate.notified()).await;
+        }
+        format!("item {id}")
+    });
+    let layer = item_layer(locks::client(&server.url()), Duration::ZERO);
+    let addr = serve(
+        Router::new()
+            .route("/items/{id}/buy", handler)
+            .route_layer(layer),
+    )
+    .await;
+    let first = tokio::spawn(send(addr, "POST", "/items/1/buy"));
+    tokio::time::timeout(GENEROUS, entered.notified())
+        .await
+        .expect("item 1 is being bought");
+    let second = send(addr, "POST", "/items/2/buy").await;
+    assert_eq!((second.status, second.body.as_str()), (200, "item 2"));
+    let blocked = send(addr, "POST", "/items/1/buy").await;
+    assert_eq!(blocked.status, 409, "item 1 is still held: {blocked:?}");
+    release.notify_one();
+    assert_eq!(first.await.unwrap().status, 200);
+}
+
+/// The handler runs in the request's owner scope: re-locking the layer's lock re-enters it
+/// (same fencing token) instead of waiting on itself, and `current_lock()` names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_reenters_the_layer_lock() {
+    let server = RedisServer::start();
+    let client = locks::client(&server.url());
+    let inner_client = client.clone();
+    let handler = post(
+        move |Path(id): Path<u64>, Extension(info): Extension<LockInfo>| async move {
+            let current = lock_core::current_lock().expect("current lock");
+            let again = inner_client
+                .lock(format!("item_{id}"))
+                .wait(Duration::ZERO)
+                .await
+                .expect("re-enters");
+            assert_eq!(again.fencing_token(), info.fencing_token());
+            assert_eq!(current, info);
+            format!("{}", info.name())
+        },
+    );
+    let addr = serve(
+        Router::new()
+            .route("/items/{id}/buy", handler)
+            .route_layer(item_layer(client, Duration::ZERO)),
+    )
+    .await;
+    let reply = send(addr, "POST", "/items/7/buy").await;
+    assert_eq!((reply.status, reply.body.as_str()), (200, "item_7"));
+}
+
+/// On a whole `Router`, only the configured routes are locked; others pass through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_router_layer_locks_only_its_routes() {
+    let server = RedisServer::start();
+    let holder = locks::client(&server.url());
+    let _guard = holder.lock("item_7").await.unwrap();
+    let app = Router::new()
+        .route("/items/{id}/buy", post(ok_handler))
+        .route("/health", get(ok_handler))
+        .layer(item_layer(locks::client(&server.url()), Duration::ZERO));
+    let addr = serve(app).await;
+    assert_eq!(send(addr, "GET", "/health").await.status, 200);
+    assert_eq!(send(addr, "POST", "/items/7/buy").await.status, 409);
+    assert_eq!(send(addr, "GET", "/nothing").await.status, 404);
+}

@@ -1,0 +1,122 @@
+//! Waiters wake on the release message, and by the holder's TTL when a message is missed.
+
+use std::time::Duration;
+
+use distlock_tests::locks::{client, wait_until, GENEROUS};
+use distlock_tests::RedisServer;
+use tokio::time::Instant;
+
+/// A waiter blocked on a 30 s-lease lock acquires within 1 s of its release: it was woken,
+/// not expired. Its subscription is gone afterwards.
+#[tokio::test]
+async fn waiter_wakes_on_release() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let (holder, waiter) = (client(&server.url()), client(&server.url()));
+    let guard = holder.lock("wake").await.expect("holder acquires");
+    let waiting = tokio::spawn({
+        let waiter = waiter.clone();
+        async move {
+            let guard = waiter.lock("wake").wait(Duration::from_secs(60)).await;
+            (guard, Instant::now())
+        }
+    });
+    wait_until("the waiter subscribed", GENEROUS, || async {
+        waiter.waited_channels() == 1
+    })
+    .await;
+    let released_at = Instant::now();
+    guard.release().await.expect("release");
+    let (acquired, acquired_at) = waiting.await.unwrap();
+    let acquired = acquired.expect("waiter acquires");
+    let latency = acquired_at - released_at;
+    assert!(latency < Duration::from_secs(1), "woke after {latency:?}");
+    assert_eq!(
+        waiter.waited_channels(),
+        0,
+        "the waiter left its channel subscribed"
+    );
+    let subscribers: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg("redisson_lock__channel:{distlock:wake}")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        subscribers[0].1, 0,
+        "a subscription was left behind in Redis"
+    );
+    acquired.release().await.unwrap();
+}
+
+/// With the subscriber connection killed at the moment of release, the waiter still
+/// acquires, at the latest by the holder's TTL.
+#[tokio::test]
+async fn waiter_acquires_when_the_message_is_missed() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let (holder, waiter) = (client(&server.url()), client(&server.url()));
+    let lease = Duration::from_secs(3);
+    let guard = holder
+        .lock("missed")
+        .lease(lease)
+        .await
+        .expect("holder acquires");
+    let waiting = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.lock("missed").wait(Duration::from_secs(60)).await }
+    });
+    wait_until("the waiter subscribed", GENEROUS, || async {
+        waiter.waited_channels() == 1
+    })
+    .await;
+    let started = Instant::now();
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    guard.release().await.expect("release");
+    let acquired = tokio::time::timeout(lease + GENEROUS, waiting)
+        .await
+        .expect("waiter acquired")
+        .unwrap()
+        .expect("no error");
+    assert!(
+        started.elapsed() < lease + Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    acquired.release().await.unwrap();
+}
+
+/// Many waiters on one lock: each acquires exactly once and none is stranded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_waiters_all_get_their_turn() {
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let guard = locks.lock("queue").await.unwrap();
+    let waiters: Vec<_> = (0..20)
+        .map(|_| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let g = locks
+                    .lock("queue")
+                    .wait(Duration::from_secs(60))
+                    .await
+                    .unwrap();
+                g.release().await.unwrap();
+            })
+        })
+        .collect();
+    guard.release().await.unwrap();
+    for w in waiters {
+        tokio::time::timeout(GENEROUS, w)
+            .await
+            .expect("waiter done")
+            .unwrap();
+    }
+    assert_eq!(locks.waited_channels(), 0);
+}

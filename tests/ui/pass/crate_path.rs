@@ -1,0 +1,17 @@
+//! `crate = "…"` for a crate that re-exports lock-core.
+mod reexport {
+    pub use lock_core as locks;
+}
+
+use lock_core::LockError;
+use reexport::locks::distributed_lock;
+
+#[distributed_lock(key = "item_<id>", crate = "crate::reexport::locks")]
+async fn buy(id: u64) -> Result<u64, LockError> {
+    let token = reexport::locks::current_lock().map(|l| l.fencing_token());
+    Ok(id + token.unwrap_or_default())
+}
+
+fn main() {
+    let _ = buy(1);
+}
