@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -118,16 +118,16 @@ impl OwnerScope {
         }
     }
 
-    /// Runs `fut` inside this scope: while `fut` is polled, acquisitions are made as this
+    /// Runs `fut` (a future, or a [`LockRequest`](crate::LockRequest)) inside this scope: while `fut` is polled, acquisitions are made as this
     /// owner. Entering a scope that is already the current one is harmless (it stays the
     /// same owner), and the caller's own scope, if any, is back in place once `fut` yields.
     ///
     /// # Cancel safety
     /// Dropping the returned future drops `fut` (inside the scope, so guards it drops are
     /// given back to this owner) and has no other effect.
-    pub fn enter<F: Future>(self, fut: F) -> InScope<F> {
+    pub fn enter<F: IntoFuture>(self, fut: F) -> InScope<F::IntoFuture> {
         InScope {
-            inner: SCOPE.scope(self.scope, fut),
+            inner: SCOPE.scope(self.scope, fut.into_future()),
         }
     }
 }

@@ -1,6 +1,5 @@
 //! Reentrancy inside an owner scope.
 
-use std::future::IntoFuture;
 use std::time::Duration;
 
 use distlock_tests::locks::{client, exists, lock_key, GENEROUS};
@@ -114,12 +113,12 @@ async fn an_owner_scope_entered_twice_is_one_owner() {
     let owner = lock_core::OwnerScope::current_or_new();
     let outer = owner
         .clone()
-        .enter(ours.lock("entered").wait(Duration::ZERO).into_future())
+        .enter(ours.lock("entered").wait(Duration::ZERO))
         .await
         .expect("acquire");
     let inner = owner
         .clone()
-        .enter(ours.lock("entered").wait(Duration::ZERO).into_future())
+        .enter(ours.lock("entered").wait(Duration::ZERO))
         .await
         .expect("re-enter in the same scope");
     assert_eq!(inner.fencing_token(), outer.fencing_token());
