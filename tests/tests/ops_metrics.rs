@@ -230,3 +230,42 @@ async fn watchdog_renewals_are_counted() {
     .await;
     drop(guard);
 }
+
+/// The tower layer labels its locks with its key template and records the request's
+/// `x-request-id` with the hold, so operators can tie a stuck lock to a request.
+#[tokio::test]
+async fn the_layer_labels_by_template_and_records_the_request_id() {
+    use axum::body::Body;
+    use axum::extract::Path;
+    use axum::routing::post;
+    use tower::ServiceExt;
+
+    recorder();
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let inspector = locks.clone();
+    let handler = post(move |Path(id): Path<u64>| async move {
+        let state = inspector.inspect(format!("layer_{id}")).await.expect("inspect");
+        let holder = state.holder().expect("holder recorded");
+        holder.request_id().unwrap_or("none").to_owned()
+    });
+    let layer = lock_tower::DistributedLockLayer::builder(locks)
+        .route("/items/{id}/buy")
+        .key("layer_<id>")
+        .build()
+        .unwrap();
+    let app = axum::Router::new()
+        .route("/items/{id}/buy", handler)
+        .route_layer(layer);
+    let request = axum::http::Request::post("/items/7/buy")
+        .header("x-request-id", "req-42")
+        .body(Body::empty())
+        .unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+    assert_eq!(&body[..], b"req-42");
+    let acquired = ["outcome=acquired", "family=layer_<id>"];
+    assert_eq!(counter("distlock_acquisitions_total", &acquired), 1);
+    assert_eq!(gauge("distlock_held", &["family=layer_<id>"]), 0.0);
+}
