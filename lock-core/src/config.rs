@@ -124,6 +124,10 @@ impl LockClientBuilder {
 
     /// Lease of locks taken without an explicit lease; the watchdog keeps renewing it.
     ///
+    /// Keep it well above the longest write stall your Redis can have: a planned failover
+    /// pauses writes on the master (up to 5 s when it goes wrong, see SAFETY.md), and a lock
+    /// whose renewals wait longer than its lease expires.
+    ///
     /// # Default
     /// [`DEFAULT_LEASE`](Self::DEFAULT_LEASE) (30 s, as Redisson's `lockWatchdogTimeout`).
     pub fn lease(mut self, lease: Duration) -> Self {

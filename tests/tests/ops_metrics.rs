@@ -245,7 +245,10 @@ async fn the_layer_labels_by_template_and_records_the_request_id() {
     let locks = client(&server.url());
     let inspector = locks.clone();
     let handler = post(move |Path(id): Path<u64>| async move {
-        let state = inspector.inspect(format!("layer_{id}")).await.expect("inspect");
+        let state = inspector
+            .inspect(format!("layer_{id}"))
+            .await
+            .expect("inspect");
         let holder = state.holder().expect("holder recorded");
         holder.request_id().unwrap_or("none").to_owned()
     });
@@ -263,7 +266,9 @@ async fn the_layer_labels_by_template_and_records_the_request_id() {
         .unwrap();
     let response = app.oneshot(request).await.unwrap();
     assert_eq!(response.status(), 200);
-    let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+    let body = axum::body::to_bytes(response.into_body(), 1024)
+        .await
+        .unwrap();
     assert_eq!(&body[..], b"req-42");
     let acquired = ["outcome=acquired", "family=layer_<id>"];
     assert_eq!(counter("distlock_acquisitions_total", &acquired), 1);
