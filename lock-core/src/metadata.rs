@@ -80,7 +80,7 @@ impl LockClientBuilder {
     /// Whether this client records holder metadata at all.
     ///
     /// # Default
-    /// `true`. The record costs one small hash per held lock, written by the scripts that
+    /// `true`. The record costs one small string per held lock, written by the scripts that
     /// take, renew and release the lock (no extra round trip).
     pub fn record_holder(mut self, record: bool) -> Self {
         self.config.holder.enabled = record;

@@ -8,8 +8,9 @@
 //! - deadlines `distlock__waiters:{<key>}`: ZSET of the same waiters by liveness deadline;
 //!   a waiter refreshes it while it waits, so a crashed waiter is skipped.
 //!
-//! - holder `distlock__holder:{<key>}`: HASH of who holds the lock (owner, service, host,
-//!   pid, request_id, acquired_at_ms by the Redis clock), with the lock's TTL.
+//! - holder `distlock__holder:{<key>}`: STRING of who holds the lock, with the lock's TTL:
+//!   owner, service, host, pid, request id and acquired-at (ms, Redis clock) joined by byte
+//!   31 — one `SET … PX` per acquisition, the cheapest record Redis can keep.
 //!
 //! A waiter's member is `<lease ms>|<owner>|<metadata>`, so a hand-off can set the waiter's
 //! own lease and holder record (owners never contain `|`; only the first two count, and a
@@ -33,24 +34,25 @@ local function now_ms()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
--- Records who holds the lock, with the lock's lease. `meta` is service, host, pid and
--- request id separated by byte 31; without metadata any stale record is deleted.
+-- Records who holds the lock, with the lock's lease: owner, then `meta` (service, host,
+-- pid and request id separated by byte 31), then the time. Without metadata any stale
+-- record is deleted. `now` may be nil: the clock is read only when a record is written.
 local function set_holder(holder, owner, meta, now, lease)
-  redis.call('del', holder)
-  if meta == '' then return end
-  local f = {}
-  for v in string.gmatch(meta .. '\31', '([^\31]*)\31') do f[#f + 1] = v end
-  redis.call('hset', holder, 'owner', owner, 'service', f[1] or '', 'host', f[2] or '',
-    'pid', f[3] or '', 'request_id', f[4] or '', 'acquired_at_ms', now)
-  redis.call('pexpire', holder, lease)
-end
--- The holder record's fields when it belongs to an owner of `key`, else nil.
-local function holder_of(key, holder)
-  local h = redis.call('hmget', holder, 'owner', 'service', 'host', 'pid', 'acquired_at_ms', 'request_id')
-  if h[1] and redis.call('hexists', key, h[1]) == 1 then
-    return {h[1], h[2] or '', h[3] or '', h[4] or '', h[5] or '', h[6] or ''}
+  if meta == '' then
+    redis.call('del', holder)
+    return
   end
-  return nil
+  redis.call('set', holder, owner .. '\31' .. meta .. '\31' .. (now or now_ms()), 'px', lease)
+end
+-- The holder record's fields (owner, service, host, pid, acquired-at ms, request id) when it
+-- belongs to an owner of `key`, else nil.
+local function holder_of(key, holder)
+  local record = redis.call('get', holder)
+  if not record then return nil end
+  local f = {}
+  for v in string.gmatch(record .. '\31', '([^\31]*)\31') do f[#f + 1] = v end
+  if redis.call('hexists', key, f[1]) == 0 then return nil end
+  return {f[1], f[2] or '', f[3] or '', f[4] or '', f[6] or '', f[5] or ''}
 end
 -- Grants the (free) lock to the first waiter whose deadline has not passed, dropping dead
 -- ones. Publishes the grant unless the grantee is `caller`. Returns member, token or nil.
@@ -97,19 +99,14 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
         r"
 local key, fence, queue, deadlines, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local holder = KEYS[6]
-local owner, wttl, meta = ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local me = ARGV[1] .. '|' .. owner .. '|' .. meta
-if redis.call('hexists', key, owner) == 1 then
-  redis.call('pexpire', key, ARGV[1])
-  if redis.call('hget', holder, 'owner') == owner then
-    redis.call('pexpire', holder, ARGV[1])
-  end
-  return {1, tonumber(redis.call('get', fence) or '0')}
-end
-local now = now_ms()
+local lease, owner, wttl, meta = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local me = lease .. '|' .. owner .. '|' .. meta
+-- The uncontended path first: a free lock with nobody queued costs seven calls.
+local now = nil
 if redis.call('exists', key) == 0 then
   local head, token = nil, nil
   if redis.call('zcard', queue) > 0 then
+    now = now_ms()
     head, token = grant_next(key, fence, queue, deadlines, channel, holder, now, me)
   end
   if head == me then
@@ -117,11 +114,17 @@ if redis.call('exists', key) == 0 then
   end
   if not head then
     redis.call('hincrby', key, owner, 1)
-    redis.call('pexpire', key, ARGV[1])
-    set_holder(holder, owner, meta, now, ARGV[1])
+    redis.call('pexpire', key, lease)
+    set_holder(holder, owner, meta, now, lease)
     return {1, redis.call('incr', fence)}
   end
+elseif redis.call('hexists', key, owner) == 1 then
+  -- Already ours (a retry after a lost reply): the record, if any, is ours too.
+  redis.call('pexpire', key, lease)
+  redis.call('pexpire', holder, lease)
+  return {1, tonumber(redis.call('get', fence) or '0')}
 end
+now = now or now_ms()
 if wttl > 0 then
   redis.call('zadd', queue, 'NX', now, me)
   redis.call('zadd', deadlines, now + wttl, me)
@@ -145,16 +148,16 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
         r"
 local key, channel, fence, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local holder = KEYS[6]
-if redis.call('hexists', key, ARGV[1]) == 0 then
+local count = tonumber(redis.call('hget', key, ARGV[1]) or '0')
+if count <= 0 then
   redis.call('zrem', queue, ARGV[3])
   redis.call('zrem', deadlines, ARGV[3])
   return 0
 end
-if redis.call('hincrby', key, ARGV[1], -1) > 0 then
+if count > 1 then
+  redis.call('hincrby', key, ARGV[1], -1)
   redis.call('pexpire', key, ARGV[2])
-  if redis.call('hget', holder, 'owner') == ARGV[1] then
-    redis.call('pexpire', holder, ARGV[2])
-  end
+  redis.call('pexpire', holder, ARGV[2])
   return 2
 end
 redis.call('del', key, holder)
@@ -223,7 +226,8 @@ return {kind, fields, redis.call('pttl', key), tonumber(redis.call('get', fence)
 /// KEYS: locks, then optionally their holder records in the same order. ARGV: owner and
 /// lease ms for each lock, in order.
 /// For each lock still held by its owner, raises its TTL to at least the lease (never
-/// shortens it), gives the owner's holder record the same TTL, and answers the resulting
+/// shortens it), gives its holder record (the owner's: only the owner's acquisition
+/// writes it while it holds the lock) the same TTL, and answers the resulting
 /// TTL in ms; answers 0 for a lock the owner lost. Without holder keys, each record's name
 /// is derived from its lock key (same slot; for callers that pass only locks).
 pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
@@ -240,9 +244,7 @@ for i = 1, n do
       redis.call('pexpire', key, lease)
       ttl = lease
     end
-    if redis.call('hget', holder, 'owner') == owner then
-      redis.call('pexpire', holder, ttl)
-    end
+    redis.call('pexpire', holder, ttl)
     out[i] = ttl
   else
     out[i] = 0
