@@ -228,7 +228,11 @@ impl Attempter<'_> {
     async fn raise_fences(&self, token: u64) {
         let mut call = scripts::FENCE_FLOOR.key(&self.keys.fence);
         call.arg(token);
-        for answer in self.inner.eval_each::<i64>(self.name, &call).await {
+        let quorum = self.inner.quorum();
+        let raised = |answers: &[Result<i64, LockError>]| {
+            answers.iter().filter(|a| a.is_ok()).count() >= quorum
+        };
+        for answer in self.inner.eval_until(self.name, &call, raised).await {
             if let Err(error) = answer {
                 tracing::debug!(lock = %self.name, %error, "fence floor not raised on a node");
             }
@@ -271,10 +275,15 @@ impl Attempter<'_> {
         let call = scripts::acquire(self.keys, &self.owner, self.lease, waiter_ttl, &self.meta);
         let mut holder = None;
         let mut fence = 0;
-        let answers = self
-            .inner
-            .eval_each::<Vec<redis::Value>>(self.name, &call)
-            .await;
+        // A granting quorum settles it; any other outcome waits for every node, so that a
+        // minority grant is known and undone below (one left unseen on a slow node would
+        // block that node for a whole lease).
+        let quorum = self.inner.quorum();
+        let granted = |answers: &[Result<Vec<redis::Value>, LockError>]| {
+            let acquired = answers.iter().flatten().filter(|a| int_at(a, 0) == 1);
+            acquired.count() >= quorum
+        };
+        let answers = self.inner.eval_until(self.name, &call, granted).await;
         let parsed = answers.into_iter().map(|answer| {
             answer.map(|answer| {
                 let (acquired, value) = (int_at(&answer, 0), int_at(&answer, 1));

@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::sentinel::{SentinelClient, SentinelServerType};
@@ -325,26 +326,52 @@ impl ClientInner {
         crate::quorum::quorum(self.nodes.len())
     }
 
-    /// Runs one script call on the server (or the first Redlock node).
-    pub(crate) async fn eval<T: FromRedisValue>(
-        &self,
-        name: &LockName,
-        call: &ScriptInvocation<'_>,
-    ) -> Result<T, LockError> {
-        eval_on(self.conn(), self.node_timeout, name, call).await
-    }
-
-    /// Runs one script call on every node at once, each within the node timeout.
+    /// Runs one script call on every node at once, each within the node timeout, and waits
+    /// for every answer.
     pub(crate) async fn eval_each<T: FromRedisValue>(
         &self,
         name: &LockName,
         call: &ScriptInvocation<'_>,
     ) -> Vec<Result<T, LockError>> {
-        let calls = self
-            .nodes
+        self.eval_until(name, call, |_| false).await
+    }
+
+    /// Runs one script call on every node at once, each within the node timeout, and returns
+    /// the answers so far (in arrival order) as soon as `decided` says they settle the
+    /// outcome, or when all are in.
+    ///
+    /// Redlock: a dead or slow minority then costs nothing once a quorum has answered. The
+    /// calls still pending are dropped: those already written still run on their node, which
+    /// is fine for the idempotent scripts this is used with (acquire, renew, fence floor) —
+    /// an extra hold there is this owner's and goes with its release or lease.
+    pub(crate) async fn eval_until<T: FromRedisValue>(
+        &self,
+        name: &LockName,
+        call: &ScriptInvocation<'_>,
+        mut decided: impl FnMut(&[Result<T, LockError>]) -> bool,
+    ) -> Vec<Result<T, LockError>> {
+        let mut calls = self.eval_stream(name, call);
+        let mut answers = Vec::with_capacity(self.nodes.len());
+        while let Some(answer) = calls.next().await {
+            answers.push(answer);
+            if decided(&answers) {
+                break;
+            }
+        }
+        answers
+    }
+
+    /// One script call on every node at once, each within the node timeout: the answers
+    /// as they arrive.
+    pub(crate) fn eval_stream<'a, T: FromRedisValue + 'a>(
+        &'a self,
+        name: &'a LockName,
+        call: &'a ScriptInvocation<'_>,
+    ) -> FuturesUnordered<impl Future<Output = Result<T, LockError>> + 'a> {
+        self.nodes
             .iter()
-            .map(|conn| eval_on(conn.clone(), self.node_timeout, name, call));
-        futures_util::future::join_all(calls).await
+            .map(|conn| eval_on(conn.clone(), self.node_timeout, name, call))
+            .collect()
     }
 }
 

@@ -8,7 +8,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use tokio::task::JoinHandle;
+use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
@@ -105,11 +105,16 @@ impl LockGuard {
         }
         let call = scripts::renew([(&held.keys, held.owner.as_str(), lease)]);
         let sent_at = Instant::now();
-        let mut answers = held.client.eval_each::<Vec<i64>>(&held.name, &call).await;
-        let ttls = answers
-            .iter()
-            .map(|a| a.as_ref().ok().and_then(|t| t.first().copied()));
-        match renewal(ttls.collect::<Vec<_>>(), answers.len()) {
+        let nodes = held.client.nodes.len();
+        let ttls = |answers: &[Result<Vec<i64>, LockError>]| -> Vec<Option<i64>> {
+            let ttl = |a: &Result<Vec<i64>, LockError>| a.as_ref().ok()?.first().copied();
+            answers.iter().map(ttl).collect()
+        };
+        let settled = |answers: &[Result<Vec<i64>, LockError>]| {
+            !matches!(renewal(ttls(answers), nodes), Renewal::Unknown)
+        };
+        let mut answers = held.client.eval_until(&held.name, &call, settled).await;
+        match renewal(ttls(&answers), nodes) {
             Renewal::Confirmed(ttl) => {
                 held.confirm(sent_at, ttl);
                 metrics::renewed(&held.family);
@@ -145,7 +150,7 @@ impl LockGuard {
     pub fn release(self) -> Release {
         Release {
             guard: Some(self),
-            task: None,
+            outcome: None,
         }
     }
 }
@@ -233,11 +238,11 @@ impl fmt::Debug for Lost {
 /// The future of [`LockGuard::release`]: the outcome of releasing one hold.
 ///
 /// At its first poll it gives the hold back to its scope and, for the outermost hold,
-/// spawns the release in Redis, then waits for that task.
+/// spawns the release in Redis, then waits for that task's report of the outcome.
 #[must_use = "futures do nothing unless polled"]
 pub struct Release {
     guard: Option<LockGuard>,
-    task: Option<(JoinHandle<Result<(), LockError>>, LockName)>,
+    outcome: Option<(oneshot::Receiver<Result<(), LockError>>, LockName)>,
 }
 
 impl Future for Release {
@@ -252,32 +257,30 @@ impl Future for Release {
             }
             let held = Arc::clone(&guard.held);
             let name = held.name.clone();
-            this.task = Some((tokio::spawn(held.release_in_redis()), name));
+            let (report, outcome) = oneshot::channel();
+            tokio::spawn(held.release_in_redis(move |result| {
+                // The caller may have stopped waiting: nothing else to tell.
+                let _ = report.send(result);
+            }));
+            this.outcome = Some((outcome, name));
         }
-        let Some((task, name)) = this.task.as_mut() else {
+        let Some((outcome, name)) = this.outcome.as_mut() else {
             // Polled again after it resolved: the release was reported then.
             return Poll::Ready(Ok(()));
         };
-        let joined = ready!(Pin::new(task).poll(cx));
+        let reported = ready!(Pin::new(outcome).poll(cx));
         let name = name.clone();
-        this.task = None;
-        Poll::Ready(match joined {
-            Ok(result) => result,
-            Err(join) => Err(LockError::Lost {
-                name,
-                reason: if join.is_cancelled() {
-                    "the runtime shut down during release"
-                } else {
-                    "release panicked"
-                },
-            }),
-        })
+        this.outcome = None;
+        Poll::Ready(reported.unwrap_or(Err(LockError::Lost {
+            name,
+            reason: "the release task ended without an outcome (runtime shut down or panic)",
+        })))
     }
 }
 
 impl fmt::Debug for Release {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match (&self.guard, &self.task) {
+        let name = match (&self.guard, &self.outcome) {
             (Some(guard), _) => Some(guard.name()),
             (None, Some((_, name))) => Some(name),
             (None, None) => None,

@@ -153,37 +153,147 @@ impl LockClient {
         Ok(released)
     }
 
-    /// The state of one lock, and whether its key is a hash (a lock) at all.
+    /// The state of one lock, and whether its key is a hash (a lock) at all. Under Redlock
+    /// every node is read (see [`combine`]); a minority that does not answer is skipped.
     async fn state(&self, name: LockName, keys: LockKeys) -> Result<(LockState, bool), LockError> {
-        let answer: Vec<Value> = self.inner.eval(&name, &scripts::inspect(&keys)).await?;
-        let mut answer = answer.into_iter();
-        let mut next = || answer.next().unwrap_or(Value::Nil);
-        let kind: String = redis::from_redis_value(next()).unwrap_or_default();
-        let fields: Vec<(String, u64)> = redis::from_redis_value(next()).unwrap_or_default();
-        let pttl: i64 = redis::from_redis_value(next()).unwrap_or(-2);
-        let fencing_token = redis::from_redis_value(next()).unwrap_or(0);
-        let waiters = redis::from_redis_value(next()).unwrap_or(0);
-        let record: Vec<String> = redis::from_redis_value(next()).unwrap_or_default();
-        let owner = fields.first().map(|(owner, _)| owner.clone());
-        Ok((
-            LockState {
-                name,
-                key: keys.lock,
-                hold_count: fields.first().map_or(0, |(_, count)| *count),
-                remaining_ttl: (owner.is_some() && pttl >= 0)
-                    .then(|| Duration::from_millis(pttl.unsigned_abs())),
-                owner,
-                fencing_token,
-                waiters,
-                holder: HolderInfo::from_fields(&record),
-            },
-            kind == "hash",
-        ))
+        let call = scripts::inspect(&keys);
+        let answers = self.inner.eval_each::<Vec<Value>>(&name, &call).await;
+        let nodes = answers.len();
+        let mut states = Vec::with_capacity(nodes);
+        let mut first_error = None;
+        for answer in answers {
+            match answer {
+                Ok(answer) => states.push(parse_state(&name, &keys, answer)),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        let quorum = self.inner.quorum();
+        match first_error {
+            Some(error) if states.len() < quorum => Err(error),
+            _ => Ok(combine(states, quorum)),
+        }
     }
+}
+
+/// One node's INSPECT answer.
+fn parse_state(name: &LockName, keys: &LockKeys, answer: Vec<Value>) -> (LockState, bool) {
+    let mut answer = answer.into_iter();
+    let mut next = || answer.next().unwrap_or(Value::Nil);
+    let kind: String = redis::from_redis_value(next()).unwrap_or_default();
+    let fields: Vec<(String, u64)> = redis::from_redis_value(next()).unwrap_or_default();
+    let pttl: i64 = redis::from_redis_value(next()).unwrap_or(-2);
+    let fencing_token = redis::from_redis_value(next()).unwrap_or(0);
+    let waiters = redis::from_redis_value(next()).unwrap_or(0);
+    let record: Vec<String> = redis::from_redis_value(next()).unwrap_or_default();
+    let owner = fields.first().map(|(owner, _)| owner.clone());
+    let state = LockState {
+        name: name.clone(),
+        key: keys.lock.clone(),
+        hold_count: fields.first().map_or(0, |(_, count)| *count),
+        remaining_ttl: (owner.is_some() && pttl >= 0)
+            .then(|| Duration::from_millis(pttl.unsigned_abs())),
+        owner,
+        fencing_token,
+        waiters,
+        holder: HolderInfo::from_fields(&record),
+    };
+    (state, kind == "hash")
+}
+
+/// The lock as a quorum of nodes sees it (one node: that node's view). Held only by an
+/// owner a quorum agrees on, with the shortest remaining lease among them; the fencing token
+/// and waiters are the highest any node reported. Keys on a minority (an acquisition under
+/// way, or a node that missed a release) show as not held.
+fn combine(mut states: Vec<(LockState, bool)>, quorum: usize) -> (LockState, bool) {
+    if states.len() == 1 {
+        return states.swap_remove(0);
+    }
+    let is_lock = states.iter().any(|(_, is_lock)| *is_lock);
+    let token = states
+        .iter()
+        .map(|(s, _)| s.fencing_token)
+        .max()
+        .unwrap_or(0);
+    let waiters = states.iter().map(|(s, _)| s.waiters).max().unwrap_or(0);
+    let agreed = |owner: &Option<String>| {
+        owner.is_some() && states.iter().filter(|(s, _)| &s.owner == owner).count() >= quorum
+    };
+    let held = states
+        .iter()
+        .filter(|(s, _)| agreed(&s.owner))
+        .min_by_key(|(s, _)| s.remaining_ttl.unwrap_or(Duration::MAX))
+        .map(|(s, _)| s.clone());
+    let mut state = held.unwrap_or_else(|| LockState {
+        owner: None,
+        hold_count: 0,
+        remaining_ttl: None,
+        holder: None,
+        ..states[0].0.clone()
+    });
+    state.fencing_token = token;
+    state.waiters = waiters;
+    if state.holder.is_none() && state.owner.is_some() {
+        state.holder = states.iter().find_map(|(s, _)| {
+            s.holder
+                .clone()
+                .filter(|h| Some(h.owner()) == state.owner.as_deref())
+        });
+    }
+    (state, is_lock)
 }
 
 /// distlock's own keys (queues, holder records, fencing counters) and Redisson's channels,
 /// which a scan under an empty key prefix also finds.
 fn is_bookkeeping(key: &[u8]) -> bool {
     key.starts_with(b"distlock__") || key.starts_with(b"redisson_lock__")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(owner: Option<&str>, ttl_ms: u64, token: u64) -> (LockState, bool) {
+        let state = LockState {
+            name: LockName::from("n"),
+            key: b"k".to_vec(),
+            owner: owner.map(str::to_owned),
+            hold_count: u64::from(owner.is_some()),
+            remaining_ttl: owner.map(|_| Duration::from_millis(ttl_ms)),
+            fencing_token: token,
+            waiters: 0,
+            holder: None,
+        };
+        (state, owner.is_some())
+    }
+
+    #[test]
+    fn a_quorum_owner_holds_with_the_shortest_lease_and_highest_token() {
+        let nodes = vec![
+            node(Some("a"), 900, 4),
+            node(None, 0, 7),
+            node(Some("a"), 800, 5),
+        ];
+        let (state, is_lock) = combine(nodes, 2);
+        assert!(is_lock);
+        assert_eq!(state.owner(), Some("a"));
+        assert_eq!(state.remaining_ttl(), Some(Duration::from_millis(800)));
+        assert_eq!(state.fencing_token(), 7);
+    }
+
+    #[test]
+    fn a_minority_owner_is_not_a_holder() {
+        let nodes = vec![node(Some("a"), 900, 4), node(None, 0, 3), node(None, 0, 3)];
+        let (state, is_lock) = combine(nodes, 2);
+        assert!(is_lock && !state.is_held());
+        assert_eq!((state.hold_count(), state.remaining_ttl()), (0, None));
+        assert_eq!(state.fencing_token(), 4);
+    }
+
+    #[test]
+    fn one_node_is_taken_as_it_is() {
+        let (state, _) = combine(vec![node(Some("a"), 900, 4)], 1);
+        assert_eq!(state.owner(), Some("a"));
+    }
 }

@@ -1,4 +1,5 @@
-//! Finding lock keys with SCAN: on one server, or on every master of a Cluster.
+//! Finding lock keys with SCAN: on one server, on every master of a Cluster, or on every
+//! Redlock node.
 
 use std::future::Future;
 use std::time::Duration;
@@ -16,53 +17,75 @@ use crate::name::LockName;
 const SCAN_COUNT: usize = 1000;
 
 impl ClientInner {
-    /// Every hash key matching the glob `pattern`, on every master. Each SCAN call is
+    /// Every hash key matching the glob `pattern`, on every master or node. Each SCAN call is
     /// bounded by the command timeout.
     pub(crate) async fn scan_keys(&self, pattern: &[u8]) -> Result<Vec<Vec<u8>>, LockError> {
         let what = LockName::from(pattern);
         let timeout = self.config.command_timeout;
         let mut keys = Vec::new();
-        let mut conn = self.conn();
-        match conn.clone() {
-            // One server (also behind Sentinels; for Redlock, the first node).
-            Conn::Single(_) | Conn::Sentinel(_) => {
-                let mut cursor = 0u64;
-                loop {
-                    let cmd = scan(cursor, pattern);
-                    let value: Value = bounded(&what, timeout, cmd.query_async(&mut conn)).await?;
-                    cursor = page(value, &mut keys)?;
-                    if cursor == 0 {
-                        break;
-                    }
-                }
+        // Redlock: a lock lives on a majority, so every node is scanned; a minority that
+        // does not answer is skipped (a lock held by a quorum is on a node that answered).
+        let mut failures = Vec::new();
+        for conn in &self.nodes {
+            if let Err(error) = scan_node(conn.clone(), &what, timeout, pattern, &mut keys).await {
+                failures.push(error);
             }
-            Conn::Cluster(lazy) => {
-                let mut conn: ClusterConnection = bounded(&what, timeout, lazy.get()).await?;
-                let slots = conn.route_command(
-                    redis::cmd("CLUSTER").arg("SLOTS").clone(),
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-                );
-                for (host, port) in masters(bounded(&what, timeout, slots).await?) {
-                    let mut cursor = 0u64;
-                    loop {
-                        let node = SingleNodeRoutingInfo::ByAddress {
-                            host: host.clone(),
-                            port,
-                        };
-                        let call = conn
-                            .route_command(scan(cursor, pattern), RoutingInfo::SingleNode(node));
-                        cursor = page(bounded(&what, timeout, call).await?, &mut keys)?;
-                        if cursor == 0 {
-                            break;
-                        }
-                    }
-                }
-            }
+        }
+        if failures.len() > self.nodes.len() - self.quorum() {
+            return Err(failures.swap_remove(0));
         }
         keys.sort();
         keys.dedup();
         Ok(keys)
     }
+}
+
+/// Appends the keys matching `pattern` on one connection: its server, or every master of a
+/// Cluster.
+async fn scan_node(
+    mut conn: Conn,
+    what: &LockName,
+    timeout: Duration,
+    pattern: &[u8],
+    keys: &mut Vec<Vec<u8>>,
+) -> Result<(), LockError> {
+    match conn.clone() {
+        // One server (also behind Sentinels, or one Redlock node).
+        Conn::Single(_) | Conn::Sentinel(_) => {
+            let mut cursor = 0u64;
+            loop {
+                let cmd = scan(cursor, pattern);
+                let value: Value = bounded(what, timeout, cmd.query_async(&mut conn)).await?;
+                cursor = page(value, keys)?;
+                if cursor == 0 {
+                    break;
+                }
+            }
+        }
+        Conn::Cluster(lazy) => {
+            let mut conn: ClusterConnection = bounded(what, timeout, lazy.get()).await?;
+            let slots = conn.route_command(
+                redis::cmd("CLUSTER").arg("SLOTS").clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+            );
+            for (host, port) in masters(bounded(what, timeout, slots).await?) {
+                let mut cursor = 0u64;
+                loop {
+                    let node = SingleNodeRoutingInfo::ByAddress {
+                        host: host.clone(),
+                        port,
+                    };
+                    let call =
+                        conn.route_command(scan(cursor, pattern), RoutingInfo::SingleNode(node));
+                    cursor = page(bounded(what, timeout, call).await?, keys)?;
+                    if cursor == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs one call within `timeout`, mapping failures to lock errors about `what`.

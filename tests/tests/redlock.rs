@@ -142,3 +142,30 @@ async fn lost_when_the_quorum_is_gone() {
         .expect("lost() fired");
     assert!(!guard.is_held());
 }
+
+/// Operators see a Redlock lock as its quorum does: `inspect` and `list` read every node,
+/// skip a dead minority, and do not call a key that only a minority has a held lock.
+#[tokio::test]
+async fn inspect_and_list_read_the_quorum() {
+    let mut nodes = servers(3);
+    nodes[0].kill();
+    let locks = redlock(&nodes);
+    let guard = locks.lock("seen").await.expect("quorum of 2 of 3");
+    let state = locks
+        .inspect("seen")
+        .await
+        .expect("inspect with a node down");
+    assert!(state.is_held(), "{state:?}");
+    assert_eq!(state.fencing_token(), guard.fencing_token());
+    let listed = locks.list("").await.expect("list with a node down");
+    let names: Vec<String> = listed.iter().map(|s| s.name().to_string()).collect();
+    assert_eq!(names, ["seen"]);
+    // A hold on one node of three is no lock.
+    let mut conn = nodes[1].conn().await;
+    let key = distlock_tests::locks::lock_key("ghost");
+    let () = conn.hset(&key, "someone:1", 1).await.unwrap();
+    let state = locks.inspect("ghost").await.unwrap();
+    assert!(!state.is_held() && state.owner().is_none(), "{state:?}");
+    guard.release().await.unwrap();
+    assert!(!locks.inspect("seen").await.unwrap().is_held());
+}
