@@ -79,6 +79,10 @@ impl LockClient {
     /// Reads the lock `name` as it is in Redis now: holder, hold count, remaining lease,
     /// fencing token, waiters and the holder's metadata. Takes no lock.
     ///
+    /// Under Redlock every node is read and the lock is held only by an owner a quorum of
+    /// them agrees on (shortest remaining lease among them, highest fencing token of all);
+    /// a minority of nodes that does not answer is skipped.
+    ///
     /// # Errors
     /// [`LockError::InvalidName`], and the Redis errors.
     pub async fn inspect(&self, name: impl Into<LockName>) -> Result<LockState, LockError> {
@@ -90,7 +94,8 @@ impl LockClient {
 
     /// Every lock under this client's key prefix whose name starts with `name_prefix`
     /// (`""` for all), held or not, sorted by key. Glob characters in `name_prefix` match
-    /// only themselves. Uses SCAN (never KEYS), on every master of a Cluster.
+    /// only themselves. Uses SCAN (never KEYS), on every master of a Cluster and every
+    /// Redlock node.
     ///
     /// With an empty key prefix (Redisson interop) every hash of the database is a
     /// candidate; keys of distlock's own bookkeeping are skipped.
