@@ -156,7 +156,12 @@ impl Attempter<'_> {
         };
         // Until disarmed, dropping this leaves the queue or undoes an unseen acquisition.
         let pending = Pending::new(self);
-        let mut subscription: Option<Subscription> = None;
+        // Another waiter of this client already listens on the channel: join it before the
+        // first attempt, so that a busy answer needs no retry after subscribing.
+        let mut subscription: Option<Subscription> = match wait {
+            Some(Duration::ZERO) => None,
+            _ => (self.inner.waiters).join_live(&self.keys.channel, &self.owner),
+        };
         let mut woken = None;
         // A grant whose token is not above a counter seen busy since was superseded (it
         // expired while this waiter was paused, say): its message must not be trusted.

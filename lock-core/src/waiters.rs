@@ -29,6 +29,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 struct Channel {
     wake: watch::Sender<u64>,
     waiters: usize,
+    /// Redis confirmed the subscription on the current connection: from now on no message
+    /// on it is missed (a reconnect wakes every waiter, which retries).
+    live: bool,
 }
 
 enum Command {
@@ -74,6 +77,20 @@ impl Shared {
     fn wake(&self, channel: &[u8]) {
         if let Some(entry) = self.channels().get(channel) {
             entry.wake.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Marks `channel` (every channel with `None`) as subscribed on the current connection,
+    /// or not.
+    fn set_live(&self, channel: Option<&[u8]>, live: bool) {
+        let mut channels = self.channels();
+        match channel {
+            Some(channel) => {
+                if let Some(entry) = channels.get_mut(channel) {
+                    entry.live = live;
+                }
+            }
+            None => channels.values_mut().for_each(|entry| entry.live = live),
         }
     }
 
@@ -200,6 +217,7 @@ impl Waiters {
                 Channel {
                     wake: watch::Sender::new(0),
                     waiters: 0,
+                    live: false,
                 }
             });
             entry.waiters += 1;
@@ -218,6 +236,28 @@ impl Waiters {
             tracing::debug!("release channel not confirmed; waiting by the holder's TTL");
         }
         subscription
+    }
+
+    /// Joins `channel` for `owner` if this client's subscription to it is live, without a
+    /// Redis command: another waiter of this client is already there. Done before the first
+    /// attempt, it sees every release and grant after that attempt, so a busy answer needs
+    /// no second attempt after subscribing (one command less per contended acquisition).
+    pub(crate) fn join_live(&self, channel: &[u8], owner: &str) -> Option<Subscription> {
+        let wake = {
+            let mut channels = self.shared.channels();
+            let entry = channels.get_mut(channel).filter(|entry| entry.live)?;
+            entry.waiters += 1;
+            entry.wake.subscribe()
+        };
+        let (grant_tx, grant) = oneshot::channel();
+        self.shared.grants().insert(owner.to_owned(), grant_tx);
+        Some(Subscription {
+            shared: Arc::clone(&self.shared),
+            channel: channel.to_vec(),
+            owner: owner.to_owned(),
+            wake,
+            grant: Some(grant),
+        })
     }
 
     /// Channels with at least one waiter (for tests and inspection).
@@ -265,7 +305,10 @@ impl Task {
                 Ok(Ok(pubsub)) => {
                     backoff = Duration::from_millis(50);
                     let (sink, stream) = pubsub.split();
-                    if !self.serve(sink, stream, &mut pending, &stop).await {
+                    let served = self.serve(sink, stream, &mut pending, &stop).await;
+                    // Messages published while reconnecting are missed: no early joins.
+                    self.shared.set_live(None, false);
+                    if !served {
                         return;
                     }
                 }
@@ -334,6 +377,7 @@ impl Task {
         if !channels.is_empty() && self.call(sink.subscribe(channels)).await.is_err() {
             return true;
         }
+        self.shared.set_live(None, true);
         self.shared.wake_all();
         tracing::debug!("pub/sub connected");
         let mut ping = tokio::time::interval(PING_EVERY);
@@ -361,7 +405,11 @@ impl Task {
             };
             let ok = match command {
                 None => true,
-                Some(Command::Subscribe(c)) => self.call(sink.subscribe(c)).await.is_ok(),
+                Some(Command::Subscribe(c)) => {
+                    let subscribed = self.call(sink.subscribe(&c)).await.is_ok();
+                    self.shared.set_live(Some(&c), subscribed);
+                    subscribed
+                }
                 Some(Command::Unsubscribe(c)) => self.call(sink.unsubscribe(c)).await.is_ok(),
                 Some(Command::Barrier(b)) => {
                     let _ = b.send(true);
