@@ -49,6 +49,11 @@ impl LockGuard {
     /// The fencing token of this hold: strictly greater than every token issued before for
     /// this name by any distlock client, also across expiries; re-entering keeps it.
     /// Pass it to the resource you guard and have it reject writes with a lower token.
+    ///
+    /// A name's counter starts at the Redis clock in microseconds (about 1.8 × 10¹⁵, within
+    /// the 2⁵³ that JSON numbers hold exactly), so a counter lost with Redis' data starts again
+    /// above every token it issued, unless the Redis clock went back in between (see
+    /// SAFETY.md).
     pub fn fencing_token(&self) -> u64 {
         self.held.token
     }
@@ -113,7 +118,7 @@ impl LockGuard {
         let settled = |answers: &[Result<Vec<i64>, LockError>]| {
             !matches!(renewal(ttls(answers), nodes), Renewal::Unknown)
         };
-        let mut answers = held.client.eval_until(&held.name, &call, settled).await;
+        let mut answers = held.client.eval_until(&held.name, call, settled).await;
         match renewal(ttls(&answers), nodes) {
             Renewal::Confirmed(ttl) => {
                 held.confirm(sent_at, ttl);

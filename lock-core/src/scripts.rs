@@ -34,6 +34,18 @@ local function now_ms()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+-- The next fencing token. A new counter (the lock's first hold, or one lost with Redis'
+-- data) starts at the Redis clock in microseconds, not at 1, so tokens stay increasing
+-- across a restart without persistence: an old counter is at most its start plus one per
+-- acquisition, far below the clock by the time it could be lost.
+local function next_token(fence)
+  local token = redis.call('incr', fence)
+  if token ~= 1 then return token end
+  local t = redis.call('time')
+  local start = t[1] .. string.format('%06d', tonumber(t[2]))
+  redis.call('set', fence, start)
+  return tonumber(start)
+end
 -- Records who holds the lock, with the lock's lease: owner, then `meta` (service, host,
 -- pid and request id separated by byte 31), then the time. Without metadata any stale
 -- record is deleted. `now` may be nil: the clock is read only when a record is written.
@@ -73,9 +85,10 @@ local function grant_next(key, fence, queue, deadlines, channel, holder, now, ca
       redis.call('hset', key, owner, 1)
       redis.call('pexpire', key, lease)
       set_holder(holder, owner, meta, now, lease)
-      local token = redis.call('incr', fence)
+      local token = next_token(fence)
       if head ~= caller then
-        redis.call('publish', channel, 'distlock:grant:' .. owner .. ':' .. token)
+        -- '%d': `..` would print a token above 10^14 as '1.79e+15'.
+        redis.call('publish', channel, 'distlock:grant:' .. owner .. ':' .. string.format('%d', token))
       end
       return head, token
     end
@@ -116,7 +129,7 @@ if redis.call('exists', key) == 0 then
     redis.call('hincrby', key, owner, 1)
     redis.call('pexpire', key, lease)
     set_holder(holder, owner, meta, now, lease)
-    return {1, redis.call('incr', fence)}
+    return {1, next_token(fence)}
   end
 elseif redis.call('hexists', key, owner) == 1 then
   -- Already ours (a retry after a lost reply): the record, if any, is ours too.

@@ -7,7 +7,9 @@ use distlock_tests::RedisServer;
 use tokio::time::Instant;
 
 /// A waiter blocked on a 30 s-lease lock acquires within 1 s of its release: it was woken,
-/// not expired. Its subscription is gone afterwards.
+/// not expired. Its subscription is gone afterwards. (Also pins the grant message's token
+/// format: Lua once printed a clock-seeded token as `1.7954357565964e+15`, the grant was
+/// dropped as unparseable and every hand-off waited for the 2 s retry.)
 #[tokio::test]
 async fn waiter_wakes_on_release() {
     let server = RedisServer::start();
