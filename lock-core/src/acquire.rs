@@ -237,7 +237,7 @@ impl Attempter<'_> {
         let raised = |answers: &[Result<i64, LockError>]| {
             answers.iter().filter(|a| a.is_ok()).count() >= quorum
         };
-        for answer in self.inner.eval_until(self.name, &call, raised).await {
+        for answer in self.inner.eval_until(self.name, call, raised).await {
             if let Err(error) = answer {
                 tracing::debug!(lock = %self.name, %error, "fence floor not raised on a node");
             }
@@ -288,7 +288,7 @@ impl Attempter<'_> {
             let acquired = answers.iter().flatten().filter(|a| int_at(a, 0) == 1);
             acquired.count() >= quorum
         };
-        let answers = self.inner.eval_until(self.name, &call, granted).await;
+        let answers = self.inner.eval_until(self.name, call, granted).await;
         let parsed = answers.into_iter().map(|answer| {
             answer.map(|answer| {
                 let (acquired, value) = (int_at(&answer, 0), int_at(&answer, 1));
@@ -381,7 +381,7 @@ impl Drop for Pending {
 async fn leave(inner: &ClientInner, keys: &LockKeys, owner: &str, lease: Duration, meta: &str) {
     let name = LockName::from(keys.lock.clone());
     let call = scripts::release(keys, owner, lease, meta);
-    for answer in inner.eval_each::<i64>(&name, &call).await {
+    for answer in inner.eval_each::<i64>(&name, call).await {
         match answer {
             Ok(0) => {}
             Ok(_) => {

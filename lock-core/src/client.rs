@@ -328,10 +328,10 @@ impl ClientInner {
 
     /// Runs one script call on every node at once, each within the node timeout, and waits
     /// for every answer.
-    pub(crate) async fn eval_each<T: FromRedisValue>(
+    pub(crate) async fn eval_each<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
-        call: &ScriptInvocation<'_>,
+        call: ScriptInvocation<'static>,
     ) -> Vec<Result<T, LockError>> {
         self.eval_until(name, call, |_| false).await
     }
@@ -340,14 +340,16 @@ impl ClientInner {
     /// the answers so far (in arrival order) as soon as `decided` says they settle the
     /// outcome, or when all are in.
     ///
-    /// Redlock: a dead or slow minority then costs nothing once a quorum has answered. The
-    /// calls still pending are dropped: those already written still run on their node, which
-    /// is fine for the idempotent scripts this is used with (acquire, renew, fence floor) —
-    /// an extra hold there is this owner's and goes with its release or lease.
-    pub(crate) async fn eval_until<T: FromRedisValue>(
+    /// Redlock: a dead or slow minority then costs the caller nothing once a quorum has
+    /// answered. The calls still pending run on in the background until they answer or time
+    /// out, so every reachable node gets the write: a lock on a bare majority would be lost
+    /// with any one of its nodes (and a node's first call, EVALSHA → NOSCRIPT → EVAL, is the
+    /// slowest). Used only with idempotent scripts (acquire, renew, fence floor): a late hold
+    /// on a node is this owner's and goes with its renewal, release or lease.
+    pub(crate) async fn eval_until<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
-        call: &ScriptInvocation<'_>,
+        call: ScriptInvocation<'static>,
         mut decided: impl FnMut(&[Result<T, LockError>]) -> bool,
     ) -> Vec<Result<T, LockError>> {
         let mut calls = self.eval_stream(name, call);
@@ -358,19 +360,32 @@ impl ClientInner {
                 break;
             }
         }
+        if !calls.is_empty() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { while calls.next().await.is_some() {} });
+            }
+        }
         answers
     }
 
     /// One script call on every node at once, each within the node timeout: the answers
     /// as they arrive.
-    pub(crate) fn eval_stream<'a, T: FromRedisValue + 'a>(
-        &'a self,
-        name: &'a LockName,
-        call: &'a ScriptInvocation<'_>,
-    ) -> FuturesUnordered<impl Future<Output = Result<T, LockError>> + 'a> {
+    pub(crate) fn eval_stream<T: FromRedisValue + Send + 'static>(
+        &self,
+        name: &LockName,
+        call: ScriptInvocation<'static>,
+    ) -> FuturesUnordered<impl Future<Output = Result<T, LockError>> + Send + 'static> {
+        let call = Arc::new(call);
         self.nodes
             .iter()
-            .map(|conn| eval_on(conn.clone(), self.node_timeout, name, call))
+            .map(|conn| {
+                eval_on(
+                    conn.clone(),
+                    self.node_timeout,
+                    name.clone(),
+                    Arc::clone(&call),
+                )
+            })
             .collect()
     }
 }
@@ -379,21 +394,18 @@ impl ClientInner {
 async fn eval_on<T: FromRedisValue>(
     mut conn: Conn,
     timeout: std::time::Duration,
-    name: &LockName,
-    call: &ScriptInvocation<'_>,
+    name: LockName,
+    call: Arc<ScriptInvocation<'static>>,
 ) -> Result<T, LockError> {
     match tokio::time::timeout(timeout, call.invoke_async(&mut conn)).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(source)) if source.is_timeout() => Err(LockError::Timeout {
-            name: name.clone(),
+            name,
             after: timeout,
         }),
-        Ok(Err(source)) => Err(LockError::Unavailable {
-            name: name.clone(),
-            source,
-        }),
+        Ok(Err(source)) => Err(LockError::Unavailable { name, source }),
         Err(_) => Err(LockError::Timeout {
-            name: name.clone(),
+            name,
             after: timeout,
         }),
     }

@@ -197,7 +197,7 @@ impl Held {
         self.ended.cancel();
         self.record_end();
         let call = scripts::release(&self.keys, &self.owner, self.lease, &self.meta);
-        let mut answers = self.client.eval_stream::<i64>(&self.name, &call);
+        let mut answers = self.client.eval_stream::<i64>(&self.name, call);
         let mut report = Some(report);
         // Released if any node still had the hold; "not held" only if the nodes that
         // answered all said so; an error only if none answered.

@@ -143,7 +143,7 @@ impl LockClient {
         let call = scripts::force_release(&keys);
         let mut released = false;
         let mut first_error = None;
-        for answer in self.inner.eval_each::<i64>(&name, &call).await {
+        for answer in self.inner.eval_each::<i64>(&name, call).await {
             match answer {
                 Ok(outcome) => released |= outcome > 0,
                 Err(error) => {
@@ -162,7 +162,7 @@ impl LockClient {
     /// every node is read (see [`combine`]); a minority that does not answer is skipped.
     async fn state(&self, name: LockName, keys: LockKeys) -> Result<(LockState, bool), LockError> {
         let call = scripts::inspect(&keys);
-        let answers = self.inner.eval_each::<Vec<Value>>(&name, &call).await;
+        let answers = self.inner.eval_each::<Vec<Value>>(&name, call).await;
         let nodes = answers.len();
         let mut states = Vec::with_capacity(nodes);
         let mut first_error = None;

@@ -97,7 +97,7 @@ async fn renew(client: &ClientInner, due: &[Arc<Held>]) {
     let batches = groups.iter().map(|batch| async move {
         let call = scripts::renew(batch.iter().map(|h| (&h.keys, h.owner.as_str(), h.lease)));
         let name = LockName::from("(watchdog batch)");
-        (batch, client.eval_each::<Vec<i64>>(&name, &call).await)
+        (batch, client.eval_each::<Vec<i64>>(&name, call).await)
     });
     for (batch, answers) in join_all(batches).await {
         for error in answers.iter().filter_map(|a| a.as_ref().err()) {

@@ -11,6 +11,23 @@ use redis::AsyncCommands;
 /// Upper bound for "soon" on a loaded 2-core machine: waits end on the event, not on this.
 pub const GENEROUS: Duration = Duration::from_secs(10);
 
+/// Prints the engine's tracing events when `RUST_LOG` is set (e.g.
+/// `RUST_LOG=lock_core=debug`), for diagnosing a failing test; a no-op otherwise.
+pub fn trace() {
+    let Some(filter) = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|f| f.parse::<tracing_subscriber::filter::Targets>().ok())
+    else {
+        return;
+    };
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let _ = tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_test_writer())
+        .with(filter)
+        .try_init();
+}
+
 /// A client with default settings except a command timeout that tolerates a loaded machine.
 pub fn client(url: &str) -> LockClient {
     builder(url).build().expect("valid test client")
