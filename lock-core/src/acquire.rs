@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client::ClientInner;
-use crate::config::{check_lease, drift};
+use crate::config::check_lease;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::held::{Acquired, Held};
@@ -15,9 +15,11 @@ use crate::metadata::HolderInfo;
 use crate::metrics::{self, Family};
 use crate::name::{LockKeys, LockName};
 use crate::quorum::AcquireTally;
+use crate::replicas::replicated;
 use crate::request::LockRequest;
 use crate::scope::{next_owner_number, Scope};
 use crate::scripts;
+use crate::time::{drift, later};
 use crate::waiters::{Subscription, Wake};
 
 /// Pause before retrying a lock that has no TTL (set by someone else without expiry).
@@ -48,8 +50,10 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let inner = Arc::clone(&request.client.inner);
     let watchdog = request.lease.is_none();
     let lease = request.lease.unwrap_or(inner.config.lease);
-    check_lease(lease)?;
     let name = request.name;
+    if let Err(reason) = check_lease(lease) {
+        return Err(LockError::InvalidRequest { name, reason });
+    }
     let keys = LockKeys::new(&inner.config.key_prefix, &name, inner.config.max_name_len)?;
     let scope = Scope::current();
     if let Some(held) = scope
@@ -58,6 +62,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     {
         return reentered(held);
     }
+    let family = request.family;
     let attempter = Attempter {
         owner: format!("{}:{}", inner.id, next_owner_number()),
         inner: &inner,
@@ -65,52 +70,42 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
         keys: &keys,
         lease,
         meta: inner.config.holder.encode(request.request_id.as_deref()),
-        family: &request.family,
+        family: &family,
         contended: AtomicBool::new(false),
     };
     let started = Instant::now();
     let taken = attempter.wait_for_lock(request.wait).await;
     let contended = attempter.contended.load(Ordering::Relaxed);
-    let outcome = taken.as_ref().map(|_| ());
-    metrics::acquisition(&request.family, outcome, started.elapsed(), contended);
-    let (token, sent_at) = taken?;
-    let replication = match inner.config.min_replicas {
-        Some((replicas, timeout)) => {
-            Some((replicas, attempter.wait_replicated(replicas, timeout).await))
+    let result = match taken {
+        Ok((token, sent_at)) => {
+            let Attempter { owner, meta, .. } = attempter;
+            let acquired = Acquired {
+                owner,
+                name,
+                keys,
+                token,
+                lease,
+                watchdog,
+                sent_at,
+                family: family.clone(),
+                meta,
+            };
+            // The guard exists before the next `.await`: dropped from here on, it releases.
+            let guard = LockGuard::new(Held::new(Arc::clone(&inner), acquired, scope));
+            match inner.config.min_replicas {
+                Some((replicas, timeout)) => replicated(guard, replicas, timeout).await,
+                None => Ok(guard),
+            }
         }
-        None => None,
+        Err(error) => Err(error),
     };
-    let Attempter { owner, meta, .. } = attempter;
-    let acquired = Acquired {
-        owner,
-        name,
-        keys,
-        token,
-        lease,
-        watchdog,
-        sent_at,
-        family: request.family,
-        meta,
-    };
-    let guard = LockGuard::new(Held::new(Arc::clone(&inner), acquired, scope));
-    let guard_name = guard.name().clone();
-    match replication {
-        Some((required, acked)) if acked < required => {
-            // Released (and handed on) by the guard, as any hold is.
-            let _ = guard.release().await;
-            Err(LockError::NotReplicated {
-                name: guard_name,
-                acked,
-                required,
-            })
-        }
-        Some(_) if watchdog && sent_at.elapsed() > lease / 3 => {
-            // WAIT ate into the lease before the watchdog knew the lock: renew it now.
-            guard.extend(lease).await?;
-            Ok(guard)
-        }
-        _ => Ok(guard),
-    }
+    metrics::acquisition(
+        &family,
+        result.as_ref().map(|_| ()),
+        started.elapsed(),
+        contended,
+    );
+    result
 }
 
 fn reentered(held: Arc<Held>) -> Result<LockGuard, LockError> {
@@ -141,18 +136,13 @@ impl Attempter<'_> {
     /// later than the acquisition in Redis (the lease is counted from it).
     async fn wait_for_lock(&self, wait: Option<Duration>) -> Result<(u64, Instant), LockError> {
         let started = Instant::now();
-        let deadline = wait.map(|w| started + w);
+        let deadline = wait.map(|w| later(started, w));
         // Redlock nodes would each queue and grant on their own: there, waiters retry instead.
         let redlock = self.inner.nodes.len() > 1;
         let waiter_ttl = if wait == Some(Duration::ZERO) || redlock {
             Duration::ZERO
         } else {
             WAITER_TTL
-        };
-        let refresh = if redlock {
-            random_delay(REDLOCK_RETRY)
-        } else {
-            WAITER_REFRESH.min(self.lease / 3)
         };
         // Until disarmed, dropping this leaves the queue or undoes an unseen acquisition.
         let pending = Pending::new(self);
@@ -201,6 +191,13 @@ impl Attempter<'_> {
                 );
                 continue;
             };
+            // Redlock: a fresh random pause each time, so competing clients that split the
+            // votes once do not collide again in step.
+            let refresh = if redlock {
+                random_delay(REDLOCK_RETRY)
+            } else {
+                WAITER_REFRESH.min(self.lease / 3)
+            };
             let retry_at = now + ttl.unwrap_or(NO_TTL_RETRY).min(refresh);
             let retry_at = deadline.map_or(retry_at, |d| retry_at.min(d));
             let wake = tokio::select! {
@@ -228,44 +225,37 @@ impl Attempter<'_> {
         unreachable!("the attempt counter does not run out")
     }
 
-    /// Redlock: raises every node's fencing counter to `token`. Any later majority shares a
-    /// node with this one, so its token is greater — as long as no node loses its data.
-    async fn raise_fences(&self, token: u64) {
-        let mut call = scripts::FENCE_FLOOR.key(&self.keys.fence);
-        call.arg(token);
+    /// Redlock: raises the fencing counter of every node to `token`, and succeeds once a
+    /// majority did. Any later majority shares a node with that one, so its token is greater
+    /// — as long as no node loses its data. Without a raised majority a later token could be
+    /// lower, so the caller must not hand this one out. One server: nothing to do.
+    async fn raise_fences(&self, token: u64) -> Result<(), LockError> {
+        if self.inner.nodes.len() == 1 {
+            return Ok(());
+        }
+        let call = scripts::fence_floor(self.keys, token);
         let quorum = self.inner.quorum();
         let raised = |answers: &[Result<i64, LockError>]| {
             answers.iter().filter(|a| a.is_ok()).count() >= quorum
         };
-        for answer in self.inner.eval_until(self.name, call, raised).await {
-            if let Err(error) = answer {
-                tracing::debug!(lock = %self.name, %error, "fence floor not raised on a node");
-            }
+        let answers = self
+            .inner
+            .eval_until(self.name, self.lease, call, raised)
+            .await;
+        if raised(&answers) {
+            return Ok(());
         }
+        let mut errors = answers.into_iter().filter_map(Result::err);
+        Err(errors.next().unwrap_or_else(|| LockError::Timeout {
+            name: self.name.clone(),
+            after: self.lease,
+        }))
     }
 
-    /// Waits (Redis `WAIT`) until `replicas` replicas have the hold or `timeout` passed, and
-    /// answers how many acknowledged. Asks in slices shorter than the command timeout, which
-    /// bounds every reply.
-    async fn wait_replicated(&self, replicas: usize, timeout: Duration) -> usize {
-        let mut conn = self.inner.conn();
-        let slice = (self.inner.config.command_timeout / 2).max(Duration::from_millis(1));
-        let deadline = Instant::now() + timeout;
-        let mut acked = 0;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match conn
-                .wait_replicas(&self.keys.lock, replicas, left.min(slice))
-                .await
-            {
-                Ok(n) if n >= replicas => return n,
-                Ok(n) => acked = n,
-                Err(error) => tracing::debug!(lock = %self.name, %error, "WAIT failed"),
-            }
-            if Instant::now() >= deadline {
-                return acked;
-            }
-        }
+    /// True while an attempt sent at `sent_at` still leaves some of the lease: Redlock's
+    /// validity, lease − elapsed − drift.
+    fn still_valid(&self, sent_at: Instant) -> bool {
+        sent_at.elapsed() + drift(self.lease) < self.lease
     }
 
     fn trace_acquired(&self, token: u64, started: Instant, attempts: u64, woken: Option<&str>) {
@@ -288,7 +278,10 @@ impl Attempter<'_> {
             let acquired = answers.iter().flatten().filter(|a| int_at(a, 0) == 1);
             acquired.count() >= quorum
         };
-        let answers = self.inner.eval_until(self.name, call, granted).await;
+        let answers = self
+            .inner
+            .eval_until(self.name, self.lease, call, granted)
+            .await;
         let parsed = answers.into_iter().map(|answer| {
             answer.map(|answer| {
                 let (acquired, value) = (int_at(&answer, 0), int_at(&answer, 1));
@@ -302,17 +295,21 @@ impl Attempter<'_> {
             })
         });
         let tally = AcquireTally::of(parsed.collect());
-        let valid = started.elapsed() + drift(self.lease) < self.lease;
-        if tally.acquired >= self.inner.quorum() && valid {
-            if self.inner.nodes.len() > 1 {
-                self.raise_fences(tally.token).await;
+        if tally.acquired >= quorum && self.still_valid(started) {
+            match self.raise_fences(tally.token).await {
+                Ok(()) if self.still_valid(started) => return Ok(Attempt::Acquired(tally.token)),
+                Err(error) => {
+                    leave(self.inner, self.keys, &self.owner, self.lease, &self.meta).await;
+                    return Err(error);
+                }
+                // Raising the fences ate the validity: undone below, as a late quorum is.
+                Ok(()) => {}
             }
-            return Ok(Attempt::Acquired(tally.token));
         }
         if tally.acquired > 0 {
             leave(self.inner, self.keys, &self.owner, self.lease, &self.meta).await;
         }
-        if tally.busy == 0 && tally.acquired < self.inner.quorum() {
+        if tally.busy == 0 && tally.acquired < quorum {
             if let Some(error) = tally.first_error {
                 return Err(error);
             }
@@ -381,7 +378,7 @@ impl Drop for Pending {
 async fn leave(inner: &ClientInner, keys: &LockKeys, owner: &str, lease: Duration, meta: &str) {
     let name = LockName::from(keys.lock.clone());
     let call = scripts::release(keys, owner, lease, meta);
-    for answer in inner.eval_each::<i64>(&name, call).await {
+    for answer in inner.eval_each::<i64>(&name, lease, call).await {
         match answer {
             Ok(0) => {}
             Ok(_) => {

@@ -5,13 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
+use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
-use redis::sentinel::SentinelClient;
-use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 use tokio::sync::OnceCell;
+
+use crate::sentinel::SentinelConn;
 
 /// A cheap-to-clone handle to the client's Redis.
 #[derive(Clone)]
@@ -37,6 +38,14 @@ impl LazyCluster {
         }
     }
 
+    /// Another lazy connection to the same cluster (its own connection to each node).
+    pub(crate) fn sibling(&self) -> Self {
+        Self {
+            client: Arc::clone(&self.client),
+            conn: Arc::default(),
+        }
+    }
+
     pub(crate) async fn get(&self) -> RedisResult<ClusterConnection> {
         self.conn
             .get_or_try_init(|| self.client.get_async_connection())
@@ -50,6 +59,13 @@ impl Conn {
         matches!(self, Self::Cluster(_))
     }
 
+    pub(crate) fn as_sentinel(&self) -> Option<&SentinelConn> {
+        match self {
+            Self::Sentinel(conn) => Some(conn),
+            Self::Single(_) | Self::Cluster(_) => None,
+        }
+    }
+
     /// `WAIT replicas timeout` on the server that owns `key`: how many replicas have every
     /// write this client sent there so far.
     pub(crate) async fn wait_replicas(
@@ -59,8 +75,11 @@ impl Conn {
         timeout: Duration,
     ) -> RedisResult<usize> {
         let mut cmd = redis::cmd("WAIT");
-        cmd.arg(replicas)
-            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        // At least 1 ms: `WAIT n 0` blocks until the replicas answer, however long.
+        let millis = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        cmd.arg(replicas).arg(millis);
         match self {
             Self::Single(conn) => cmd.query_async(conn).await,
             Self::Sentinel(sentinel) => {
@@ -123,60 +142,4 @@ impl ConnectionLike for Conn {
 /// The Cluster slot of a key (used to batch renewals per slot).
 pub(crate) fn slot(key: &[u8]) -> Slot {
     Slot::for_key(key)
-}
-
-/// A connection to the master that the Sentinels name. The master is looked up on first use
-/// and again after any error that says the server went away or is no longer a master
-/// (a failover), so the client follows the new master by itself.
-#[derive(Clone)]
-pub(crate) struct SentinelConn {
-    sentinel: Arc<tokio::sync::Mutex<SentinelClient>>,
-    current: Arc<std::sync::Mutex<Option<MultiplexedConnection>>>,
-    config: AsyncConnectionConfig,
-}
-
-impl SentinelConn {
-    pub(crate) fn new(sentinel: SentinelClient, config: AsyncConnectionConfig) -> Self {
-        Self {
-            sentinel: Arc::new(tokio::sync::Mutex::new(sentinel)),
-            current: Arc::default(),
-            config,
-        }
-    }
-
-    /// The current master's address as a client (for pub/sub).
-    pub(crate) async fn master_client(&self) -> RedisResult<redis::Client> {
-        self.sentinel.lock().await.async_get_client().await
-    }
-
-    async fn get(&self) -> RedisResult<MultiplexedConnection> {
-        if let Some(conn) = self.slot().clone() {
-            return Ok(conn);
-        }
-        let client = self.master_client().await?;
-        let conn = client
-            .get_multiplexed_async_connection_with_config(&self.config)
-            .await?;
-        *self.slot() = Some(conn.clone());
-        Ok(conn)
-    }
-
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
-        self.current
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Forgets the connection after an error that means "ask the Sentinels again".
-    fn check<T>(&self, result: RedisResult<T>) -> RedisResult<T> {
-        if let Err(error) = &result {
-            let demoted =
-                error.code() == Some("READONLY") || error.to_string().contains("READONLY");
-            if demoted || error.is_io_error() || error.is_connection_dropped() || error.is_timeout()
-            {
-                *self.slot() = None;
-            }
-        }
-        result
-    }
 }

@@ -3,22 +3,19 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClientBuilder;
-use redis::sentinel::{SentinelClient, SentinelServerType};
-use redis::{AsyncConnectionConfig, FromRedisValue, ScriptInvocation};
-
-use crate::backend::{Conn, LazyCluster, SentinelConn};
-use crate::config::{Config, Topology};
-use crate::waiters::PubSubSource;
+use redis::{FromRedisValue, ScriptInvocation};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::config::LockClientBuilder;
-use crate::error::LockError;
+use crate::backend::Conn;
+use crate::config::{Config, LockClientBuilder, Topology};
+use crate::connect::{connect, Connections};
+use crate::error::{bounded, LockError};
 use crate::name::LockName;
 use crate::request::LockRequest;
+use crate::sentinel::follow_master;
 use crate::waiters::Waiters;
 use crate::watchdog::{self, Watchdog};
 
@@ -45,9 +42,8 @@ pub(crate) struct ClientInner {
     pub(crate) config: Config,
     /// One connection, or one per Redlock node.
     pub(crate) nodes: Vec<Conn>,
-    /// Bound on one call to one node: the command timeout, or for Redlock nodes a hundredth
-    /// of the lease (at least 50 ms), so a slow or dead minority cannot eat the lease.
-    node_timeout: std::time::Duration,
+    /// The connection for replica acknowledgements (`WAIT`), with `min_replicas`.
+    pub(crate) replication: Option<Conn>,
     pub(crate) waiters: Waiters,
     pub(crate) watchdog: Watchdog,
     _stop: DropGuard,
@@ -82,20 +78,25 @@ impl LockClientBuilder {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             LockError::invalid_config("LockClient must be built inside a Tokio runtime")
         })?;
-        let (nodes, pubsub) = connect(&self.topology, self.tls.as_ref(), &config)?;
-        let node_timeout = match nodes.len() {
-            1 => config.command_timeout,
-            _ => config
-                .command_timeout
-                .min((config.lease / 100).max(REDLOCK_MIN_NODE_TIMEOUT)),
-        };
+        let Connections {
+            nodes,
+            pubsub,
+            replication,
+        } = connect(&self.topology, self.tls.as_ref(), &config)?;
         let stop = CancellationToken::new();
         let _guard = runtime.enter();
         let waiters = Waiters::start(pubsub, config.command_timeout, stop.child_token());
+        let sentinels: Vec<_> = (nodes.iter().chain(&replication))
+            .filter_map(Conn::as_sentinel)
+            .cloned()
+            .collect();
+        if !sentinels.is_empty() {
+            runtime.spawn(follow_master(sentinels, stop.child_token()));
+        }
         let inner = Arc::new(ClientInner {
             id: uuid::Uuid::new_v4().to_string().into(),
             nodes,
-            node_timeout,
+            replication,
             waiters,
             watchdog: Watchdog::default(),
             _stop: stop.clone().drop_guard(),
@@ -110,89 +111,8 @@ impl LockClientBuilder {
     }
 }
 
-/// Makes the command connection and the clients for pub/sub (one per seed node).
-fn connect(
-    topology: &Topology,
-    tls: Option<&redis::TlsCertificates>,
-    config: &Config,
-) -> Result<(Vec<Conn>, PubSubSource), LockError> {
-    let bad = |e: redis::RedisError| LockError::invalid_config(format!("redis url: {e}"));
-    let open = |url: &str| match tls {
-        Some(tls) => redis::Client::build_with_tls(url, tls.clone()),
-        None => redis::Client::open(url),
-    };
-    match topology {
-        Topology::Single(url) => {
-            let client = open(url).map_err(bad)?;
-            Ok((
-                vec![single(&client, config).map_err(bad)?],
-                PubSubSource::Nodes(vec![client]),
-            ))
-        }
-        Topology::Sentinel { sentinels, service } => {
-            let sentinel = SentinelClient::build(
-                sentinels.clone(),
-                service.as_str(),
-                None,
-                SentinelServerType::Master,
-            )
-            .map_err(bad)?;
-            let connection = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(config.connect_timeout))
-                .set_response_timeout(Some(config.command_timeout));
-            let conn = SentinelConn::new(sentinel, connection);
-            Ok((
-                vec![Conn::Sentinel(conn.clone())],
-                PubSubSource::Sentinel(conn),
-            ))
-        }
-        Topology::Redlock(urls) => {
-            let clients: Vec<redis::Client> = urls
-                .iter()
-                .map(|u| open(u))
-                .collect::<Result<_, _>>()
-                .map_err(bad)?;
-            let nodes = clients
-                .iter()
-                .map(|c| single(c, config))
-                .collect::<Result<_, _>>()
-                .map_err(bad)?;
-            Ok((nodes, PubSubSource::Nodes(clients)))
-        }
-        Topology::Cluster(seeds) => {
-            let mut builder = ClusterClientBuilder::new(seeds.iter().map(String::as_str))
-                .connection_timeout(config.connect_timeout)
-                .response_timeout(config.command_timeout);
-            if let Some(tls) = tls {
-                builder = builder.certs(tls.clone());
-            }
-            let cluster = builder.build().map_err(bad)?;
-            let pubsub = seeds
-                .iter()
-                .map(|s| open(s))
-                .collect::<Result<_, _>>()
-                .map_err(bad)?;
-            Ok((
-                vec![Conn::Cluster(LazyCluster::new(cluster))],
-                PubSubSource::Nodes(pubsub),
-            ))
-        }
-    }
-}
-
 /// Shortest per-node timeout of a Redlock client.
-const REDLOCK_MIN_NODE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// A lazily connecting, self-reconnecting connection to one server.
-fn single(client: &redis::Client, config: &Config) -> redis::RedisResult<Conn> {
-    let manager_config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(Some(config.command_timeout))
-        .set_max_delay(std::time::Duration::from_secs(1))
-        // Fail a call soon after Redis went away; the next call reconnects again.
-        .set_number_of_retries(3);
-    ConnectionManager::new_lazy_with_config(client.clone(), manager_config).map(Conn::Single)
-}
+const REDLOCK_MIN_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 
 impl LockClient {
     /// A builder for a client of one Redis server, with every setting at its default.
@@ -290,6 +210,9 @@ impl LockClient {
     ///
     /// # Errors
     /// The acquisition errors of [`LockRequest::acquire`], and [`LockError::Lost`].
+    ///
+    /// # Cancel safety
+    /// Dropping this future drops `fut` and releases the lock in the background.
     pub async fn with_lock<F: Future>(
         &self,
         name: impl Into<LockName>,
@@ -326,14 +249,25 @@ impl ClientInner {
         crate::quorum::quorum(self.nodes.len())
     }
 
-    /// Runs one script call on every node at once, each within the node timeout, and waits
-    /// for every answer.
+    /// Bound on one call to one node: the command timeout, or for Redlock nodes a hundredth
+    /// of the lease of the lock concerned (at least 50 ms), so a slow or dead minority cannot
+    /// eat the lease.
+    fn node_timeout(&self, lease: Duration) -> Duration {
+        match self.nodes.len() {
+            1 => self.config.command_timeout,
+            _ => (self.config.command_timeout).min((lease / 100).max(REDLOCK_MIN_NODE_TIMEOUT)),
+        }
+    }
+
+    /// Runs one script call about a lock with `lease` on every node at once, each within the
+    /// node timeout, and waits for every answer.
     pub(crate) async fn eval_each<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
+        lease: Duration,
         call: ScriptInvocation<'static>,
     ) -> Vec<Result<T, LockError>> {
-        self.eval_until(name, call, |_| false).await
+        self.eval_until(name, lease, call, |_| false).await
     }
 
     /// Runs one script call on every node at once, each within the node timeout, and returns
@@ -349,10 +283,11 @@ impl ClientInner {
     pub(crate) async fn eval_until<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
+        lease: Duration,
         call: ScriptInvocation<'static>,
         mut decided: impl FnMut(&[Result<T, LockError>]) -> bool,
     ) -> Vec<Result<T, LockError>> {
-        let mut calls = self.eval_stream(name, call);
+        let mut calls = self.eval_stream(name, lease, call);
         let mut answers = Vec::with_capacity(self.nodes.len());
         while let Some(answer) = calls.next().await {
             answers.push(answer);
@@ -373,19 +308,13 @@ impl ClientInner {
     pub(crate) fn eval_stream<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
+        lease: Duration,
         call: ScriptInvocation<'static>,
     ) -> FuturesUnordered<impl Future<Output = Result<T, LockError>> + Send + 'static> {
-        let call = Arc::new(call);
+        let (call, timeout) = (Arc::new(call), self.node_timeout(lease));
         self.nodes
             .iter()
-            .map(|conn| {
-                eval_on(
-                    conn.clone(),
-                    self.node_timeout,
-                    name.clone(),
-                    Arc::clone(&call),
-                )
-            })
+            .map(|conn| eval_on(conn.clone(), timeout, name.clone(), Arc::clone(&call)))
             .collect()
     }
 }
@@ -393,20 +322,9 @@ impl ClientInner {
 /// Runs `call` on `conn` within `timeout`, mapping failures to lock errors.
 async fn eval_on<T: FromRedisValue>(
     mut conn: Conn,
-    timeout: std::time::Duration,
+    timeout: Duration,
     name: LockName,
     call: Arc<ScriptInvocation<'static>>,
 ) -> Result<T, LockError> {
-    match tokio::time::timeout(timeout, call.invoke_async(&mut conn)).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(source)) if source.is_timeout() => Err(LockError::Timeout {
-            name,
-            after: timeout,
-        }),
-        Ok(Err(source)) => Err(LockError::Unavailable { name, source }),
-        Err(_) => Err(LockError::Timeout {
-            name,
-            after: timeout,
-        }),
-    }
+    bounded(&name, timeout, call.invoke_async(&mut conn)).await
 }

@@ -71,6 +71,9 @@ impl LockClientBuilder {
     pub const DEFAULT_MAX_NAME_LEN: usize = 1024;
     /// Shortest lease accepted: below this, clock drift and round trips eat the lease.
     pub const MIN_LEASE: Duration = Duration::from_millis(10);
+    /// Longest lease accepted (a year): a lock meant to outlive its holder's crash by more
+    /// than that is a configuration mistake, and the local deadlines stay exact below it.
+    pub const MAX_LEASE: Duration = Duration::from_secs(86_400 * 365);
 
     pub(crate) fn new(topology: Topology) -> Self {
         Self {
@@ -214,7 +217,7 @@ impl LockClientBuilder {
     /// Checks every setting and returns the final configuration.
     pub(crate) fn validated(&self) -> Result<Config, LockError> {
         let mut config = self.config.clone();
-        check_lease(config.lease)?;
+        check_lease(config.lease).map_err(LockError::invalid_config)?;
         config.watchdog_interval = self.watchdog_interval.unwrap_or(config.lease / 3);
         if config.watchdog_interval.is_zero() || config.watchdog_interval >= config.lease {
             return Err(LockError::invalid_config(format!(
@@ -277,26 +280,20 @@ fn empty_tls() -> redis::TlsCertificates {
     }
 }
 
-/// Rejects leases that are zero, too short to be safe, or beyond Redis' millisecond range.
-pub(crate) fn check_lease(lease: Duration) -> Result<(), LockError> {
-    if lease < LockClientBuilder::MIN_LEASE {
-        return Err(LockError::invalid_config(format!(
-            "lease {lease:?} is shorter than the minimum {:?}",
-            LockClientBuilder::MIN_LEASE
-        )));
+/// Rejects leases that are zero, too short to be safe, or longer than a year, saying why.
+pub(crate) fn check_lease(lease: Duration) -> Result<(), String> {
+    let (min, max) = (LockClientBuilder::MIN_LEASE, LockClientBuilder::MAX_LEASE);
+    if lease < min {
+        return Err(format!(
+            "lease {lease:?} is shorter than the minimum {min:?}"
+        ));
     }
-    if lease.as_millis() > i64::MAX as u128 {
-        return Err(LockError::invalid_config(format!(
-            "lease {lease:?} is too long"
-        )));
+    if lease > max {
+        return Err(format!(
+            "lease {lease:?} is longer than the maximum {max:?}"
+        ));
     }
     Ok(())
-}
-
-/// The safety margin subtracted from a lease before it is assumed over: clock drift between
-/// this process and Redis (1 %) plus scheduling slack (2 ms), as Redlock prescribes.
-pub(crate) fn drift(lease: Duration) -> Duration {
-    lease / 100 + Duration::from_millis(2)
 }
 
 #[cfg(test)]
@@ -336,10 +333,5 @@ mod tests {
             .validated()
             .unwrap_err();
         assert!(err.to_string().contains("command_timeout"), "{err}");
-    }
-
-    #[test]
-    fn drift_is_one_percent_plus_two_ms() {
-        assert_eq!(drift(Duration::from_secs(10)), Duration::from_millis(102));
     }
 }

@@ -1,6 +1,9 @@
 //! The one error type of the crate.
 
+use std::future::Future;
 use std::time::Duration;
+
+use redis::{ErrorKind, RedisError, RedisResult};
 
 use crate::metadata::HolderInfo;
 use crate::name::LockName;
@@ -31,6 +34,18 @@ pub enum LockError {
     /// Redis could not be reached or answered with an error.
     #[error("lock `{name}`: redis is unavailable: {source}")]
     Unavailable {
+        /// The lock.
+        name: LockName,
+        /// The error from the Redis client.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// Redis answered with a refusal that retrying cannot change: the key is not a lock
+    /// (`WRONGTYPE`: the name collides with another key), or the user lacks the permission
+    /// or the password (`NOPERM`, `NOAUTH`, `WRONGPASS`). A configuration problem, not an
+    /// outage: [`is_unavailable`](Self::is_unavailable) is false for it.
+    #[error("lock `{name}`: redis refused the command: {source}")]
+    Refused {
         /// The lock.
         name: LockName,
         /// The error from the Redis client.
@@ -80,7 +95,15 @@ pub enum LockError {
         /// Why it was rejected.
         reason: String,
     },
-    /// A client or request setting is out of range (a zero lease, a bad URL, …).
+    /// A setting of one request is out of range (a lease below the minimum, say).
+    #[error("lock `{name}`: invalid request: {reason}")]
+    InvalidRequest {
+        /// The lock.
+        name: LockName,
+        /// What is wrong, naming the setting.
+        reason: String,
+    },
+    /// A client setting is out of range (a zero lease, a bad URL, …).
     #[error("invalid lock configuration: {reason}")]
     InvalidConfig {
         /// What is wrong, naming the setting.
@@ -98,11 +121,13 @@ impl LockError {
         match self {
             Self::WaitTimeout { name, .. }
             | Self::Unavailable { name, .. }
+            | Self::Refused { name, .. }
             | Self::Timeout { name, .. }
             | Self::NotReplicated { name, .. }
             | Self::Lost { name, .. }
             | Self::NotHeld { name }
-            | Self::InvalidName { name, .. } => Some(name),
+            | Self::InvalidName { name, .. }
+            | Self::InvalidRequest { name, .. } => Some(name),
             Self::InvalidConfig { .. } | Self::NoDefaultClient => None,
         }
     }
@@ -112,12 +137,18 @@ impl LockError {
         matches!(self, Self::WaitTimeout { .. })
     }
 
-    /// True when Redis could not be reached or did not answer in time.
+    /// True when Redis could not be reached, did not answer in time, or could not replicate
+    /// the acquisition: an outage, worth retrying later (not a [refusal](Self::Refused)).
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
             Self::Unavailable { .. } | Self::Timeout { .. } | Self::NotReplicated { .. }
         )
+    }
+
+    /// True when Redis refused the command for good (see [`Refused`](Self::Refused)).
+    pub fn is_refused(&self) -> bool {
+        matches!(self, Self::Refused { .. })
     }
 
     /// True when a held lock was lost.
@@ -145,6 +176,47 @@ impl LockError {
         Self::InvalidConfig {
             reason: reason.into(),
         }
+    }
+
+    /// The error for a failed Redis call about `name` bounded by `timeout`.
+    fn from_redis(name: &LockName, source: RedisError, timeout: Duration) -> Self {
+        let name = name.clone();
+        if source.is_timeout() {
+            Self::Timeout {
+                name,
+                after: timeout,
+            }
+        } else if is_refusal(&source) {
+            Self::Refused { name, source }
+        } else {
+            Self::Unavailable { name, source }
+        }
+    }
+}
+
+/// True for an answer that retrying cannot change. Everything else — I/O, `LOADING`,
+/// `TRYAGAIN`, `CLUSTERDOWN`, `READONLY`, `OOM`, `BUSY`, too many clients — is an outage.
+fn is_refusal(error: &RedisError) -> bool {
+    error.kind() == ErrorKind::AuthenticationFailed
+        || matches!(
+            error.code(),
+            Some("WRONGTYPE" | "NOPERM" | "NOAUTH" | "WRONGPASS")
+        )
+}
+
+/// Runs one Redis call about `name` within `timeout`, naming the lock in its error.
+pub(crate) async fn bounded<T>(
+    name: &LockName,
+    timeout: Duration,
+    call: impl Future<Output = RedisResult<T>>,
+) -> Result<T, LockError> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(source)) => Err(LockError::from_redis(name, source, timeout)),
+        Err(_) => Err(LockError::Timeout {
+            name: name.clone(),
+            after: timeout,
+        }),
     }
 }
 

@@ -41,6 +41,11 @@ impl LockGuard {
         Self { held, active: true }
     }
 
+    /// The hold behind this guard.
+    pub(crate) fn held(&self) -> &Held {
+        &self.held
+    }
+
     /// The lock's name.
     pub fn name(&self) -> &LockName {
         &self.held.name
@@ -97,14 +102,19 @@ impl LockGuard {
     /// Makes the lock's remaining lease at least `lease` from now; never shortens it.
     ///
     /// # Errors
-    /// [`LockError::Lost`] when Redis no longer has this hold, [`LockError::InvalidConfig`]
-    /// for a lease below the minimum, and the Redis errors.
+    /// [`LockError::Lost`] when Redis no longer has this hold, [`LockError::InvalidRequest`]
+    /// for a lease out of range, and the Redis errors.
     ///
     /// # Cancel safety
     /// Dropping the future leaves the lease either extended or as it was.
     pub async fn extend(&self, lease: Duration) -> Result<(), LockError> {
-        check_lease(lease)?;
         let held = &self.held;
+        if let Err(reason) = check_lease(lease) {
+            return Err(LockError::InvalidRequest {
+                name: held.name.clone(),
+                reason,
+            });
+        }
         if held.is_lost() || held.is_released() {
             return Err(held.lost_error());
         }
@@ -118,7 +128,10 @@ impl LockGuard {
         let settled = |answers: &[Result<Vec<i64>, LockError>]| {
             !matches!(renewal(ttls(answers), nodes), Renewal::Unknown)
         };
-        let mut answers = held.client.eval_until(&held.name, call, settled).await;
+        let mut answers = held
+            .client
+            .eval_until(&held.name, lease, call, settled)
+            .await;
         match renewal(ttls(&answers), nodes) {
             Renewal::Confirmed(ttl) => {
                 held.confirm(sent_at, ttl);
@@ -152,6 +165,9 @@ impl LockGuard {
     /// # Cancel safety
     /// The release runs on a spawned task: dropping this future does not stop it (dropped
     /// before its first poll, it drops the guard, which releases in the background).
+    ///
+    /// # Panics
+    /// When the returned future is polled outside a Tokio runtime (as Redis calls need one).
     pub fn release(self) -> Release {
         Release {
             guard: Some(self),

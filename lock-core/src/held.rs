@@ -9,12 +9,12 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::client::ClientInner;
-use crate::config::drift;
 use crate::error::LockError;
 use crate::metrics::{self, Family};
 use crate::name::{LockKeys, LockName};
 use crate::scope::Scope;
 use crate::scripts;
+use crate::time::{drift, later};
 
 /// One hold of a lock by one owner. Reentrant guards of a scope share it.
 #[derive(Debug)]
@@ -77,7 +77,7 @@ impl Held {
             ended_recorded: AtomicBool::new(false),
             scope,
             holds: AtomicUsize::new(1),
-            expires_at: Mutex::new(acquired.sent_at + acquired.lease),
+            expires_at: Mutex::new(later(acquired.sent_at, acquired.lease)),
             ended: CancellationToken::new(),
             lost_reason: OnceLock::new(),
             released: AtomicBool::new(false),
@@ -131,7 +131,7 @@ impl Held {
             .expires_at
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        *at = (*at).max(sent_at + ttl);
+        *at = (*at).max(later(sent_at, ttl));
     }
 
     pub(crate) fn is_released(&self) -> bool {
@@ -197,7 +197,7 @@ impl Held {
         self.ended.cancel();
         self.record_end();
         let call = scripts::release(&self.keys, &self.owner, self.lease, &self.meta);
-        let mut answers = self.client.eval_stream::<i64>(&self.name, call);
+        let mut answers = self.client.eval_stream::<i64>(&self.name, self.lease, call);
         let mut report = Some(report);
         // Released if any node still had the hold; "not held" only if the nodes that
         // answered all said so; an error only if none answered.

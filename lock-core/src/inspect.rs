@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use futures_util::stream::{self, StreamExt};
 use redis::Value;
 
 use crate::client::LockClient;
@@ -75,6 +76,9 @@ impl LockState {
     }
 }
 
+/// Locks [`LockClient::list`] reads at once.
+const LIST_IN_FLIGHT: usize = 64;
+
 impl LockClient {
     /// Reads the lock `name` as it is in Redis now: holder, hold count, remaining lease,
     /// fencing token, waiters and the holder's metadata. Takes no lock.
@@ -85,6 +89,9 @@ impl LockClient {
     ///
     /// # Errors
     /// [`LockError::InvalidName`], and the Redis errors.
+    ///
+    /// # Cancel safety
+    /// Read-only: dropping the future changes nothing.
     pub async fn inspect(&self, name: impl Into<LockName>) -> Result<LockState, LockError> {
         let name = name.into();
         let config = &self.inner.config;
@@ -98,10 +105,13 @@ impl LockClient {
     /// Redlock node.
     ///
     /// With an empty key prefix (Redisson interop) every hash of the database is a
-    /// candidate; keys of distlock's own bookkeeping are skipped.
+    /// candidate (distlock's own bookkeeping keys are no hashes).
     ///
     /// # Errors
     /// The Redis errors.
+    ///
+    /// # Cancel safety
+    /// Read-only: dropping the future changes nothing.
     pub async fn list(&self, name_prefix: &str) -> Result<Vec<LockState>, LockError> {
         let prefix = self.inner.config.key_prefix.as_bytes();
         let mut wanted = prefix.to_vec();
@@ -109,15 +119,16 @@ impl LockClient {
         let mut pattern = glob_escape(&wanted);
         pattern.push(b'*');
         let keys = self.inner.scan_keys(&pattern).await?;
-        let states = keys
-            .into_iter()
-            .filter(|key| !is_bookkeeping(key))
+        let mut states = stream::iter(keys)
             .map(|key| {
                 let name = LockName::from(decode(&key[prefix.len()..]));
                 self.state(name, LockKeys::for_key(key))
-            });
+            })
+            // In order, a bounded number in flight: a large keyspace neither floods the
+            // connection nor holds every answer at once.
+            .buffered(LIST_IN_FLIGHT);
         let mut locks = Vec::new();
-        for state in futures_util::future::join_all(states).await {
+        while let Some(state) = states.next().await {
             // A key deleted or replaced since the scan is no lock.
             if let (state, true) = state? {
                 locks.push(state);
@@ -135,6 +146,10 @@ impl LockClient {
     ///
     /// # Errors
     /// [`LockError::InvalidName`], and the Redis errors.
+    ///
+    /// # Cancel safety
+    /// Dropped after the call was sent, the lock may or may not have been released:
+    /// [`inspect`](Self::inspect) tells.
     pub async fn force_release(&self, name: impl Into<LockName>) -> Result<bool, LockError> {
         let name = name.into();
         let config = &self.inner.config;
@@ -143,7 +158,11 @@ impl LockClient {
         let call = scripts::force_release(&keys);
         let mut released = false;
         let mut first_error = None;
-        for answer in self.inner.eval_each::<i64>(&name, call).await {
+        for answer in self
+            .inner
+            .eval_each::<i64>(&name, self.inner.config.lease, call)
+            .await
+        {
             match answer {
                 Ok(outcome) => released |= outcome > 0,
                 Err(error) => {
@@ -154,7 +173,9 @@ impl LockClient {
         if let (false, Some(error)) = (released, first_error) {
             return Err(error);
         }
-        tracing::warn!(lock = %name, released, "force-released by an operator");
+        if released {
+            tracing::warn!(lock = %name, "force-released by an operator");
+        }
         Ok(released)
     }
 
@@ -162,7 +183,10 @@ impl LockClient {
     /// every node is read (see [`combine`]); a minority that does not answer is skipped.
     async fn state(&self, name: LockName, keys: LockKeys) -> Result<(LockState, bool), LockError> {
         let call = scripts::inspect(&keys);
-        let answers = self.inner.eval_each::<Vec<Value>>(&name, call).await;
+        let answers = self
+            .inner
+            .eval_each::<Vec<Value>>(&name, self.inner.config.lease, call)
+            .await;
         let nodes = answers.len();
         let mut states = Vec::with_capacity(nodes);
         let mut first_error = None;
@@ -247,12 +271,6 @@ fn combine(mut states: Vec<(LockState, bool)>, quorum: usize) -> (LockState, boo
         });
     }
     (state, is_lock)
-}
-
-/// distlock's own keys (queues, holder records, fencing counters) and Redisson's channels,
-/// which a scan under an empty key prefix also finds.
-fn is_bookkeeping(key: &[u8]) -> bool {
-    key.starts_with(b"distlock__") || key.starts_with(b"redisson_lock__")
 }
 
 #[cfg(test)]

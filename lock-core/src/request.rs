@@ -118,7 +118,10 @@ impl LockRequest {
     /// # Errors
     /// [`LockError::WaitTimeout`] when it stayed busy; [`LockError::Unavailable`] or
     /// [`LockError::Timeout`] when Redis cannot be reached (within the wait plus the command
-    /// timeout); [`LockError::InvalidName`], [`LockError::InvalidConfig`] for bad input;
+    /// timeout); [`LockError::NotReplicated`] when the client requires replica
+    /// acknowledgements and too few came; [`LockError::Refused`] when Redis refuses the
+    /// command (the name collides with a key that is not a lock, say);
+    /// [`LockError::InvalidName`], [`LockError::InvalidRequest`] for bad input;
     /// [`LockError::Lost`] when re-entering a lock this scope has lost.
     ///
     /// # Cancel safety

@@ -1,16 +1,15 @@
 //! Finding lock keys with SCAN: on one server, on every master of a Cluster, or on every
 //! Redlock node.
 
-use std::future::Future;
 use std::time::Duration;
 
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{Cmd, RedisResult, Value};
+use redis::{Cmd, Value};
 
 use crate::backend::Conn;
 use crate::client::ClientInner;
-use crate::error::LockError;
+use crate::error::{bounded, LockError};
 use crate::name::LockName;
 
 /// Keys asked for per SCAN call.
@@ -55,8 +54,10 @@ async fn scan_node(
             let mut cursor = 0u64;
             loop {
                 let cmd = scan(cursor, pattern);
-                let value: Value = bounded(what, timeout, cmd.query_async(&mut conn)).await?;
-                cursor = page(value, keys)?;
+                cursor = page(
+                    bounded(what, timeout, cmd.query_async(&mut conn)).await?,
+                    keys,
+                );
                 if cursor == 0 {
                     break;
                 }
@@ -77,7 +78,8 @@ async fn scan_node(
                     };
                     let call =
                         conn.route_command(scan(cursor, pattern), RoutingInfo::SingleNode(node));
-                    cursor = page(bounded(what, timeout, call).await?, keys)?;
+                    let call = async { Ok(redis::from_redis_value(call.await?)?) };
+                    cursor = page(bounded(what, timeout, call).await?, keys);
                     if cursor == 0 {
                         break;
                     }
@@ -86,25 +88,6 @@ async fn scan_node(
         }
     }
     Ok(())
-}
-
-/// Runs one call within `timeout`, mapping failures to lock errors about `what`.
-async fn bounded<T>(
-    what: &LockName,
-    timeout: Duration,
-    fut: impl Future<Output = RedisResult<T>>,
-) -> Result<T, LockError> {
-    match tokio::time::timeout(timeout, fut).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(source)) => Err(LockError::Unavailable {
-            name: what.clone(),
-            source,
-        }),
-        Err(_) => Err(LockError::Timeout {
-            name: what.clone(),
-            after: timeout,
-        }),
-    }
 }
 
 fn scan(cursor: u64, pattern: &[u8]) -> Cmd {
@@ -119,14 +102,11 @@ fn scan(cursor: u64, pattern: &[u8]) -> Cmd {
     cmd
 }
 
-/// Adds one SCAN page's keys to `keys` and answers the next cursor.
-fn page(value: Value, keys: &mut Vec<Vec<u8>>) -> Result<u64, LockError> {
-    let (cursor, found): (String, Vec<Vec<u8>>) = redis::from_redis_value(value)
-        .map_err(|e| LockError::invalid_config(format!("unexpected SCAN answer: {e}")))?;
+/// Adds one SCAN page's keys to `keys` and answers the next cursor (Redis answers are
+/// checked by their type: a cursor that is no number is an error of the call).
+fn page((cursor, found): (u64, Vec<Vec<u8>>), keys: &mut Vec<Vec<u8>>) -> u64 {
     keys.extend(found);
     cursor
-        .parse()
-        .map_err(|_| LockError::invalid_config(format!("unexpected SCAN cursor {cursor:?}")))
 }
 
 /// The distinct master addresses of a `CLUSTER SLOTS` answer.

@@ -175,6 +175,9 @@ impl<F> fmt::Debug for InScope<F> {
 /// .await
 /// # }
 /// ```
+///
+/// # Cancel safety
+/// As `fut`'s: dropping the scope drops `fut`, whose guards release as they drop.
 pub async fn scope<F: Future>(fut: F) -> F::Output {
     OwnerScope::current_or_new().enter(fut).await
 }

@@ -105,8 +105,8 @@ fn with_prelude(body: &str) -> Script {
 /// ARGV: lease ms, owner, waiter TTL ms (0: do not queue), metadata.
 /// Returns `{1, token}` when this owner holds the lock (fresh, handed to it, or already
 /// its own — acquiring is idempotent, so a retry after a lost reply is safe), else
-/// `{0, pttl}` after queueing the caller, followed by the holder's owner, service, host,
-/// pid, acquired-at (ms) and request id when its record is there.
+/// `{0, pttl, fencing counter}` after queueing the caller, followed by the holder's owner,
+/// service, host, pid, acquired-at (ms) and request id when its record is there.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     with_prelude(
         r"
@@ -183,9 +183,24 @@ return 1
     )
 });
 
+/// KEYS: lock. ARGV: owner, lease ms. Sets the lease of the owner's hold again — a write even
+/// when the TTL stays the same — and answers the TTL in ms, or 0 when the owner does not
+/// hold the lock. Run before `WAIT` on the connection that waits: `WAIT` counts only writes
+/// of its own connection, and this one comes after the acquisition in the replication
+/// stream, whoever wrote that (a releasing holder hands the lock over in its own script).
+static TOUCH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('pexpire', KEYS[1], ARGV[2])
+return redis.call('pttl', KEYS[1])
+",
+    )
+});
+
 /// KEYS: fence. ARGV: token. Raises the fencing counter to at least the token (Redlock: so
 /// that any later majority, which shares a node with this one, issues a greater token).
-pub(crate) static FENCE_FLOOR: LazyLock<Script> = LazyLock::new(|| {
+static FENCE_FLOOR: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 if tonumber(redis.call('get', KEYS[1]) or '0') < tonumber(ARGV[1]) then
@@ -236,13 +251,12 @@ return {kind, fields, redis.call('pttl', key), tonumber(redis.call('get', fence)
     )
 });
 
-/// KEYS: locks, then optionally their holder records in the same order. ARGV: owner and
-/// lease ms for each lock, in order.
+/// KEYS: locks, then their holder records in the same order. ARGV: owner and lease ms for
+/// each lock, in order.
 /// For each lock still held by its owner, raises its TTL to at least the lease (never
 /// shortens it), gives its holder record (the owner's: only the owner's acquisition
 /// writes it while it holds the lock) the same TTL, and answers the resulting
-/// TTL in ms; answers 0 for a lock the owner lost. Without holder keys, each record's name
-/// is derived from its lock key (same slot; for callers that pass only locks).
+/// TTL in ms; answers 0 for a lock the owner lost.
 pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -250,7 +264,7 @@ local out = {}
 local n = #ARGV / 2
 for i = 1, n do
   local key, owner, lease = KEYS[i], ARGV[2 * i - 1], tonumber(ARGV[2 * i])
-  local holder = KEYS[n + i] or ('distlock__holder:{' .. key .. '}')
+  local holder = KEYS[n + i]
   if redis.call('hexists', key, owner) == 1 then
     local ttl = redis.call('pttl', key)
     if ttl < lease then
@@ -308,6 +322,20 @@ pub(crate) fn release(
         .arg(owner)
         .arg(millis(lease))
         .arg(member(lease, owner, meta));
+    call
+}
+
+/// A TOUCH call.
+pub(crate) fn touch(keys: &LockKeys, owner: &str, lease: Duration) -> ScriptInvocation<'static> {
+    let mut call = TOUCH.prepare_invoke();
+    call.key(&keys.lock).arg(owner).arg(millis(lease));
+    call
+}
+
+/// A FENCE_FLOOR call.
+pub(crate) fn fence_floor(keys: &LockKeys, token: u64) -> ScriptInvocation<'static> {
+    let mut call = FENCE_FLOOR.prepare_invoke();
+    call.key(&keys.fence).arg(token);
     call
 }
 

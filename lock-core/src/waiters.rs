@@ -17,8 +17,8 @@ use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::SentinelConn;
 use crate::scripts::GRANT_PREFIX;
+use crate::sentinel::SentinelConn;
 
 /// How often an idle pub/sub connection is pinged, to notice a silently dead connection.
 const PING_EVERY: Duration = Duration::from_secs(5);

@@ -15,8 +15,8 @@ use crate::backend::slot;
 use crate::client::ClientInner;
 use crate::error::LockError;
 use crate::held::Held;
-use crate::name::LockName;
 use crate::quorum::{renewal, Renewal};
+use crate::time::later;
 use crate::{metrics, scripts};
 
 /// Locks per renewal script: keeps each script short so Redis never stalls on one.
@@ -60,7 +60,7 @@ impl Watchdog {
                     held.mark_lost("its lease ran out without a confirmed renewal");
                     return false;
                 }
-                max_hold.is_none_or(|max| now < held.acquired_at + max)
+                max_hold.is_none_or(|max| now < later(held.acquired_at, max))
             })
             .collect()
     }
@@ -96,8 +96,15 @@ async fn renew(client: &ClientInner, due: &[Arc<Held>]) {
     let groups = batches(due, client.conn().is_cluster());
     let batches = groups.iter().map(|batch| async move {
         let call = scripts::renew(batch.iter().map(|h| (&h.keys, h.owner.as_str(), h.lease)));
-        let name = LockName::from("(watchdog batch)");
-        (batch, client.eval_each::<Vec<i64>>(&name, call).await)
+        // Errors name the batch's first lock (the log line gives the batch size); watchdog
+        // locks all have the client's lease.
+        let first = &batch[0];
+        (
+            batch,
+            client
+                .eval_each::<Vec<i64>>(&first.name, first.lease, call)
+                .await,
+        )
     });
     for (batch, answers) in join_all(batches).await {
         for error in answers.iter().filter_map(|a| a.as_ref().err()) {

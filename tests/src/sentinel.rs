@@ -25,9 +25,28 @@ impl RedisSentinels {
     /// Starts the pair and three Sentinels (quorum 2, down-after 1 s), and waits until the
     /// replica is in sync and every Sentinel knows it.
     pub fn start() -> Self {
+        Self::start_with_master_args(&[])
+    }
+
+    /// As [`start`](Self::start), with a master the Sentinels can never demote (its
+    /// `REPLICAOF` and `SLAVEOF` are renamed away): after a failover it keeps accepting
+    /// writes, as an old master cut off from the Sentinels does.
+    pub fn start_with_undemotable_master() -> Self {
+        Self::start_with_master_args(&[
+            "--rename-command",
+            "REPLICAOF",
+            "distlock_test_replicaof",
+            "--rename-command",
+            "SLAVEOF",
+            "distlock_test_slaveof",
+        ])
+    }
+
+    fn start_with_master_args(extra: &[&str]) -> Self {
         // No diskless-sync delay: the replica is in sync in milliseconds, not 5 s.
         let master = RedisServer::builder()
             .args(["--repl-diskless-sync-delay", "0"])
+            .args(extra.iter().copied())
             .start();
         let replica = RedisServer::builder()
             .args(["--replicaof", "127.0.0.1", &master.port().to_string()])

@@ -2,11 +2,13 @@
 
 use std::time::Duration;
 
-use distlock_tests::locks::{builder, client, exists, lock_key, wait_gone, GENEROUS};
+use distlock_tests::locks::{builder, client, exists, lock_key, wait_gone, wait_until, GENEROUS};
 use distlock_tests::{RedisServer, TcpProxy};
 
 /// Dropping the acquire future at any point — before sending, while the script is in
 /// flight through a slow link, after Redis ran it — leaves no lock held once the drop settled.
+/// Some cuts must land after Redis ran the script and before its reply arrived (the key is
+/// there right after the drop), or the test would not cover the hard case.
 #[tokio::test]
 async fn dropped_acquisition_leaves_no_lock() {
     let server = RedisServer::start();
@@ -16,15 +18,43 @@ async fn dropped_acquisition_leaves_no_lock() {
     let locks = builder(&proxy.url()).build().unwrap();
     // Warm the connection so the windows below cover the script, not the connect.
     locks.lock("warm").await.unwrap().release().await.unwrap();
+    let mut ran_unseen = 0;
     for step in 0..16u64 {
         let cut = Duration::from_millis(step * 5);
         let attempt = tokio::time::timeout(cut, locks.lock("cancel").acquire()).await;
-        if let Ok(result) = attempt {
+        match attempt {
             // Finished before the cut: a normal guard, released on drop.
-            drop(result.expect("acquire"));
+            Ok(result) => drop(result.expect("acquire")),
+            // Cut: if the key is there now, Redis ran the script and the reply was unseen.
+            Err(_) => ran_unseen += usize::from(exists(&mut conn, &lock_key("cancel")).await),
         }
         wait_gone(&mut conn, &lock_key("cancel"), GENEROUS).await;
     }
+    assert!(
+        ran_unseen > 0,
+        "no cut fell between Redis' grant and its reply"
+    );
+}
+
+/// Dropping an acquisition while it waits for replica acknowledgements (`WAIT`, after Redis
+/// granted the lock) leaves no lock: the guard exists before that wait. No replica here, so
+/// the `WAIT` lasts its whole timeout.
+#[tokio::test]
+async fn dropped_during_replica_wait_leaves_no_lock() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = builder(&server.url())
+        .min_replicas(1, Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let acquiring = tokio::spawn(async move { locks.lock("unreplicated").await });
+    wait_until("Redis granted the lock", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { exists(&mut conn, &lock_key("unreplicated")).await }
+    })
+    .await;
+    acquiring.abort();
+    wait_gone(&mut conn, &lock_key("unreplicated"), Duration::from_secs(1)).await;
 }
 
 /// The same while another owner holds the lock and the request is waiting.

@@ -6,8 +6,8 @@ use std::process::Command;
 use distlock_tests::locks::builder;
 use distlock_tests::RedisServer;
 
-/// `redis://user:password@host` authenticates as an ACL user; a wrong password is an error
-/// that names the lock, not a hang.
+/// `redis://user:password@host` authenticates as an ACL user; a wrong password is a refusal
+/// that names the lock (not an outage, not a hang).
 #[tokio::test]
 async fn acl_user_and_password() {
     let server = RedisServer::builder()
@@ -32,7 +32,7 @@ async fn acl_user_and_password() {
         .await
         .unwrap_err();
     assert!(
-        err.is_unavailable() && err.to_string().contains("`acl`"),
+        err.is_refused() && !err.is_unavailable() && err.to_string().contains("`acl`"),
         "{err}"
     );
 }

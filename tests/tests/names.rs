@@ -74,3 +74,27 @@ async fn empty_and_long_names_are_rejected() {
         .await
         .unwrap();
 }
+
+/// A name whose key already holds something else (an application key under the prefix) is
+/// refused with the lock named — not reported as an outage — and the value is untouched.
+#[tokio::test]
+async fn a_key_of_another_type_is_refused_and_left_alone() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let key = distlock_tests::locks::lock_key("clash");
+    let () = redis::AsyncCommands::set(&mut conn, &key, "app data")
+        .await
+        .unwrap();
+    let err = client(&server.url())
+        .lock("clash")
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert!(err.is_refused() && !err.is_unavailable(), "{err}");
+    assert!(
+        err.to_string().contains("`clash`") && err.to_string().contains("WRONGTYPE"),
+        "{err}"
+    );
+    let value: String = redis::AsyncCommands::get(&mut conn, &key).await.unwrap();
+    assert_eq!(value, "app data");
+}

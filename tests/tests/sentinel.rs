@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use distlock_tests::locks::{wait_until, GENEROUS};
+use distlock_tests::locks::{exists, lock_key, pttl, wait_until, GENEROUS};
 use distlock_tests::sentinel::{RedisSentinels, SERVICE};
 use lock_core::LockClient;
 use tokio::time::Instant;
@@ -90,4 +90,79 @@ async fn reports_lost_when_the_key_did_not_survive() {
     tokio::time::timeout(FAILOVER_SETTLES, guard.lost())
         .await
         .expect("lost() fired");
+}
+
+/// An old master that the Sentinels cannot demote keeps accepting writes after a failover
+/// (as one cut off from them does). A client connected to it must not go on granting and
+/// renewing locks there: it asks a Sentinel every second where the master is, and moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaves_an_old_master_that_still_accepts_writes() {
+    let set = RedisSentinels::start_with_undemotable_master();
+    // No min_replicas: the new master will have no replica (the old one cannot follow it).
+    let locks = client(&set).build().unwrap();
+    let held = locks
+        .lock("split_held")
+        .await
+        .expect("acquire via sentinel");
+    let old = set.master_port().expect("a master");
+    let replica = set.servers.iter().find(|s| s.port() != old).unwrap();
+    let replica_conn = replica.conn().await;
+    wait_until("the replica has the lock", GENEROUS, || {
+        let mut conn = replica_conn.clone();
+        async move { exists(&mut conn, &lock_key("split_held")).await }
+    })
+    .await;
+    drop(replica_conn);
+    set.failover();
+    let failed_over = Instant::now();
+    let new = set.master_port().expect("a new master");
+    let server = |port: u16| set.servers.iter().find(|s| s.port() == port).unwrap();
+    let (mut old_conn, mut new_conn) = (server(old).conn().await, server(new).conn().await);
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut old_conn).await.unwrap();
+    assert_eq!(
+        redis::from_redis_value::<String>(role[0].clone()).unwrap(),
+        "master",
+        "the old master must still be a master for this test to mean anything"
+    );
+
+    // New locks of the same client land on the new master, soon.
+    let mut probe = 0;
+    wait_until("the client writes to the new master", GENEROUS, || {
+        probe += 1;
+        let (locks, name) = (locks.clone(), format!("split_probe_{probe}"));
+        let mut new_conn = new_conn.clone();
+        async move {
+            let guard = match locks.lock(name.as_str()).try_acquire().await {
+                Ok(Some(guard)) => guard,
+                _ => return false,
+            };
+            let on_new = exists(&mut new_conn, &lock_key(&name)).await;
+            drop(guard);
+            on_new
+        }
+    })
+    .await;
+    println!(
+        "sentinel: writes moved to the new master {:?} after the failover",
+        failed_over.elapsed()
+    );
+    // The replicated hold is renewed on the new master, and a fresh client sees it there.
+    wait_until("a renewal reached the new master", GENEROUS, || {
+        let mut new_conn = new_conn.clone();
+        async move { pttl(&mut new_conn, &lock_key("split_held")).await > 4_500 }
+    })
+    .await;
+    assert!(held.is_held());
+    let fresh = client(&set).build().unwrap();
+    assert!(
+        fresh
+            .lock("split_held")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
+        "the new master lost the replicated lock"
+    );
+    held.release().await.expect("released on the new master");
+    assert!(!exists(&mut new_conn, &lock_key("split_held")).await);
 }

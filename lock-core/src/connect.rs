@@ -1,0 +1,126 @@
+//! Making the connections of a client, per topology. All of them connect lazily: building a
+//! client never blocks or fails on an unreachable Redis.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::sentinel::{SentinelClient, SentinelServerType};
+use redis::AsyncConnectionConfig;
+
+use crate::backend::{Conn, LazyCluster};
+use crate::config::{Config, Topology};
+use crate::error::LockError;
+use crate::sentinel::SentinelConn;
+use crate::waiters::PubSubSource;
+
+/// The connections of one client.
+pub(crate) struct Connections {
+    /// Commands: one connection, or one per Redlock node.
+    pub(crate) nodes: Vec<Conn>,
+    /// Where the waiters' pub/sub connection goes.
+    pub(crate) pubsub: PubSubSource,
+    /// With `min_replicas`: a second connection to the same place, for `WAIT`. `WAIT`
+    /// blocks the connection it runs on, and must not stall every other lock's commands on
+    /// the shared one while replicas lag.
+    pub(crate) replication: Option<Conn>,
+}
+
+/// Makes the connections for `topology`.
+///
+/// # Errors
+/// [`LockError::InvalidConfig`] for a URL the redis crate rejects.
+pub(crate) fn connect(
+    topology: &Topology,
+    tls: Option<&redis::TlsCertificates>,
+    config: &Config,
+) -> Result<Connections, LockError> {
+    let bad = |e: redis::RedisError| LockError::invalid_config(format!("redis url: {e}"));
+    let open = |url: &str| match tls {
+        Some(tls) => redis::Client::build_with_tls(url, tls.clone()),
+        None => redis::Client::open(url),
+    };
+    let open_all = |urls: &[String]| -> Result<Vec<redis::Client>, LockError> {
+        urls.iter()
+            .map(|u| open(u))
+            .collect::<Result<_, _>>()
+            .map_err(bad)
+    };
+    let replicated = config.min_replicas.is_some();
+    match topology {
+        Topology::Single(url) => {
+            let client = open(url).map_err(bad)?;
+            Ok(Connections {
+                nodes: vec![single(&client, config).map_err(bad)?],
+                replication: replicated
+                    .then(|| single(&client, config))
+                    .transpose()
+                    .map_err(bad)?,
+                pubsub: PubSubSource::Nodes(vec![client]),
+            })
+        }
+        Topology::Sentinel { sentinels, service } => {
+            let sentinel = SentinelClient::build(
+                sentinels.clone(),
+                service.as_str(),
+                None,
+                SentinelServerType::Master,
+            )
+            .map_err(bad)?;
+            let connection = AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(config.connect_timeout))
+                .set_response_timeout(Some(config.command_timeout));
+            let conn = SentinelConn::new(
+                sentinel,
+                open_all(sentinels)?,
+                service.clone(),
+                config.command_timeout,
+                connection,
+            );
+            Ok(Connections {
+                nodes: vec![Conn::Sentinel(conn.clone())],
+                replication: replicated.then(|| Conn::Sentinel(conn.sibling())),
+                pubsub: PubSubSource::Sentinel(conn),
+            })
+        }
+        Topology::Redlock(urls) => {
+            let clients = open_all(urls)?;
+            let nodes = clients
+                .iter()
+                .map(|c| single(c, config))
+                .collect::<Result<_, _>>()
+                .map_err(bad)?;
+            Ok(Connections {
+                nodes,
+                // Validation rejects `min_replicas` with Redlock.
+                replication: None,
+                pubsub: PubSubSource::Nodes(clients),
+            })
+        }
+        Topology::Cluster(seeds) => {
+            let mut builder = ClusterClientBuilder::new(seeds.iter().map(String::as_str))
+                .connection_timeout(config.connect_timeout)
+                .response_timeout(config.command_timeout);
+            if let Some(tls) = tls {
+                builder = builder.certs(tls.clone());
+            }
+            let cluster = LazyCluster::new(builder.build().map_err(bad)?);
+            Ok(Connections {
+                replication: replicated.then(|| Conn::Cluster(cluster.sibling())),
+                nodes: vec![Conn::Cluster(cluster)],
+                pubsub: PubSubSource::Nodes(open_all(seeds)?),
+            })
+        }
+    }
+}
+
+/// A lazily connecting, self-reconnecting connection to one server.
+fn single(client: &redis::Client, config: &Config) -> redis::RedisResult<Conn> {
+    let manager_config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(Some(config.command_timeout))
+        .set_max_delay(Duration::from_secs(1))
+        // Fail a call soon after Redis went away; the next call reconnects again.
+        .set_number_of_retries(3);
+    ConnectionManager::new_lazy_with_config(client.clone(), manager_config).map(Conn::Single)
+}
