@@ -17,7 +17,7 @@ fn cluster_client(cluster: &RedisCluster) -> LockClient {
         .unwrap()
 }
 
-async fn keyslot(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+async fn keyslot(conn: &mut MultiplexedConnection, key: impl redis::ToRedisArgs) -> i64 {
     redis::cmd("CLUSTER")
         .arg("KEYSLOT")
         .arg(key)
@@ -26,26 +26,56 @@ async fn keyslot(conn: &mut MultiplexedConnection, key: &str) -> i64 {
         .unwrap()
 }
 
-/// Lock, fence, queue, deadlines and channel of a name share its slot, whatever the bytes.
+/// Every key distlock writes for a name — lock, fence, queue, deadlines, holder record — and
+/// its release channel hash to the lock's slot and live on one node, whatever the bytes of
+/// the name. Read from the cluster as distlock left it, with a holder and a waiter.
 #[tokio::test]
 async fn companion_keys_share_the_slot() {
     let cluster = RedisCluster::start(3, 0);
-    let mut conn = cluster.nodes()[0].conn().await;
-    for name in ["item_7", "a{b}c", "{x}"] {
-        let lock = format!("distlock:{}", name.replace('{', "%7B").replace('}', "%7D"));
-        let slot = keyslot(&mut conn, &lock).await;
-        for prefix in [
-            "distlock__fence",
-            "distlock__queue",
-            "distlock__waiters",
-            "redisson_lock__channel",
-        ] {
-            assert_eq!(
-                keyslot(&mut conn, &format!("{prefix}:{{{lock}}}")).await,
-                slot,
-                "{prefix} of {name}"
-            );
+    let (holder, waiter) = (cluster_client(&cluster), cluster_client(&cluster));
+    let mut conns = Vec::new();
+    for node in cluster.nodes() {
+        conns.push(node.conn().await);
+    }
+    for name in ["item_7", "a{b}c", "{x}", "%7B"] {
+        let guard = holder.lock(name).await.unwrap();
+        let waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            async move { waiter.lock(name).wait(Duration::from_secs(60)).await }
+        });
+        wait_until("the waiter queued", GENEROUS, || async {
+            waiter.waited_channels() == 1
+        })
+        .await;
+        let lock = holder.inspect(name).await.unwrap().key().to_vec();
+        let named = |item: &Vec<u8>| item.windows(lock.len()).any(|w| w == lock.as_slice());
+        let slot = keyslot(&mut conns[0], &lock).await;
+        let (mut keys, mut channels, mut homes) = (0, 0, Vec::new());
+        for (i, conn) in conns.iter_mut().enumerate() {
+            let found: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query_async(conn).await.unwrap();
+            let subscribed: Vec<Vec<u8>> = redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .query_async(conn)
+                .await
+                .unwrap();
+            for item in found.iter().filter(|k| named(k)) {
+                assert_eq!(keyslot(conn, item).await, slot, "{name}: {item:?}");
+                (keys, homes) = (keys + 1, [homes, vec![i]].concat());
+            }
+            for item in subscribed.iter().filter(|c| named(c)) {
+                assert_eq!(keyslot(conn, item).await, slot, "{name}: {item:?}");
+                channels += 1;
+            }
         }
+        homes.dedup();
+        assert_eq!(
+            keys, 5,
+            "{name}: lock, fence, queue, deadlines, holder record"
+        );
+        assert_eq!(homes.len(), 1, "{name}: keys on several nodes");
+        assert!(channels >= 1, "{name}: the waiter's channel");
+        guard.release().await.unwrap();
+        waiting.await.unwrap().unwrap().release().await.unwrap();
     }
 }
 

@@ -288,4 +288,10 @@ async fn master_killed_with_an_unreplicated_lock() {
     );
     // Deterministic: the promoted replica never had the lock, so B always gets it.
     assert_eq!(count(&unacked, Kill::Kept), 0, "{unacked:?}");
+    // And the known limit is reproduced, not just possible: A still believed it held the
+    // lock when B got it (19–20 of 20 in every recorded run).
+    assert!(
+        count(&unacked, Kill::DoubleGrant) > 0,
+        "no double grant without min_replicas: {unacked:?}"
+    );
 }

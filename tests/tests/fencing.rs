@@ -7,17 +7,19 @@ use distlock_tests::locks::{client, lock_key, wait_gone, GENEROUS};
 use distlock_tests::RedisServer;
 use tokio::sync::Mutex;
 
-/// 1,000 acquisitions by 4 clients × 4 tasks: each token is greater than the last one seen
-/// by any holder before it.
+/// 1,008 acquisitions by 4 clients × 4 tasks: each token is greater than the last one seen
+/// by any holder before it, and on one server they are dense — one per acquisition, none
+/// skipped or handed out twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tokens_strictly_increase_across_clients() {
     let server = RedisServer::start();
-    let last = Arc::new(Mutex::new(0u64));
+    // (first token, last token, acquisitions)
+    let seen = Arc::new(Mutex::new((0u64, 0u64, 0usize)));
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let locks = client(&server.url());
         for _ in 0..4 {
-            let (locks, last) = (locks.clone(), last.clone());
+            let (locks, seen) = (locks.clone(), seen.clone());
             tasks.push(tokio::spawn(async move {
                 for _ in 0..1_000 / 16 + 1 {
                     let guard = locks
@@ -25,14 +27,14 @@ async fn tokens_strictly_increase_across_clients() {
                         .wait(Duration::from_secs(60))
                         .await
                         .unwrap();
-                    let mut seen = last.lock().await;
-                    assert!(
-                        guard.fencing_token() > *seen,
-                        "{} after {}",
-                        guard.fencing_token(),
-                        *seen
-                    );
-                    *seen = guard.fencing_token();
+                    let token = guard.fencing_token();
+                    let mut seen = seen.lock().await;
+                    let (first, last, count) = &mut *seen;
+                    assert!(token > *last, "{token} after {last}");
+                    if *count == 0 {
+                        *first = token;
+                    }
+                    (*last, *count) = (token, *count + 1);
                     drop(seen);
                     guard.release().await.unwrap();
                 }
@@ -42,7 +44,9 @@ async fn tokens_strictly_increase_across_clients() {
     for t in tasks {
         t.await.unwrap();
     }
-    assert!(*last.lock().await >= 1_000);
+    let (first, last, count) = *seen.lock().await;
+    assert_eq!(count, 16 * (1_000 / 16 + 1));
+    assert_eq!(last - first + 1, count as u64, "tokens skipped or repeated");
 }
 
 /// A lock that expired still never hands out a smaller token; re-entry keeps the token.

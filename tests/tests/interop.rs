@@ -90,18 +90,70 @@ async fn each_wakes_on_the_others_release() {
         "Redisson must see distlock's hold"
     );
     assert!(redisson.renew(LEASE).await.eq(&false));
-    let mut pubsub = server.client().get_async_pubsub().await.unwrap();
-    pubsub.subscribe(redisson.channel()).await.unwrap();
+    // A Redisson thread blocked in lock() (30 s lease on distlock's hold) is woken by
+    // distlock's release message, not by the lease running out.
+    let mut watcher = server.client().get_async_pubsub().await.unwrap();
+    watcher.subscribe(redisson.channel()).await.unwrap();
+    let blocked = tokio::spawn(async move {
+        redisson.lock(LEASE, GENEROUS).await;
+        (redisson, Instant::now())
+    });
+    let conn = server.conn().await;
+    wait_until("Redisson subscribed", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move {
+            let subscribers: Vec<(String, usize)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("redisson_lock__channel:{shared}")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            // The watcher and the blocked thread.
+            subscribers[0].1 == 2
+        }
+    })
+    .await;
+    let released = Instant::now();
     guard.release().await.unwrap();
-    let message = tokio::time::timeout(Duration::from_secs(1), pubsub.on_message().next())
+    let message = tokio::time::timeout(GENEROUS, watcher.on_message().next())
         .await
         .expect("Redisson's channel got the release")
         .unwrap();
     assert_eq!(message.get_payload::<String>().unwrap(), "0");
-    assert_eq!(
-        redisson.try_lock(LEASE).await,
-        None,
-        "Redisson acquires after the message"
+    let (mut redisson, acquired) = tokio::time::timeout(GENEROUS, blocked)
+        .await
+        .expect("Redisson's lock() returned")
+        .unwrap();
+    assert!(
+        acquired - released < Duration::from_secs(1),
+        "Redisson woke after {:?}",
+        acquired - released
+    );
+    assert_eq!(redisson.unlock(LEASE).await, Some(1));
+}
+
+/// With distlock's default key prefix, the lock `order_9` is Redisson's
+/// `getLock("distlock:order_9")`: the same Redis key, so they exclude each other.
+#[tokio::test]
+async fn default_prefix_is_the_redisson_name_with_the_prefix() {
+    let server = RedisServer::start();
+    let locks = builder(&server.url()).build().unwrap();
+    let mut redisson = RedissonLock::new(
+        &server.url(),
+        &distlock_tests::locks::lock_key("order_9"),
+        1,
+    )
+    .await;
+    let guard = locks.lock("order_9").await.unwrap();
+    assert!(
+        redisson.try_lock(LEASE).await.is_some(),
+        "Redisson saw it free"
+    );
+    guard.release().await.unwrap();
+    assert_eq!(redisson.try_lock(LEASE).await, None);
+    assert!(
+        locks.lock("order_9").try_acquire().await.unwrap().is_none(),
+        "distlock saw Redisson's hold as free"
     );
     assert_eq!(redisson.unlock(LEASE).await, Some(1));
 }

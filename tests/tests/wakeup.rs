@@ -13,7 +13,7 @@ use tokio::time::Instant;
 #[tokio::test]
 async fn waiter_wakes_on_release() {
     let server = RedisServer::start();
-    let mut conn = server.conn().await;
+    let conn = server.conn().await;
     let (holder, waiter) = (client(&server.url()), client(&server.url()));
     let guard = holder.lock("wake").await.expect("holder acquires");
     let waiting = tokio::spawn({
@@ -38,17 +38,78 @@ async fn waiter_wakes_on_release() {
         0,
         "the waiter left its channel subscribed"
     );
-    let subscribers: Vec<(String, i64)> = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg("redisson_lock__channel:{distlock:wake}")
-        .query_async(&mut conn)
+    // The UNSUBSCRIBE goes out after the waiter left: wait for Redis to see it.
+    wait_until("Redis dropped the subscription", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { subscriptions(&mut conn).await.iter().sum::<usize>() == 0 }
+    })
+    .await;
+    acquired.release().await.unwrap();
+}
+
+/// Subscriptions per pub/sub connection in Redis (`sub=` of `CLIENT LIST TYPE pubsub`; a
+/// connection with none left is no pub/sub connection any more).
+async fn subscriptions(conn: &mut redis::aio::MultiplexedConnection) -> Vec<usize> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(conn)
         .await
         .unwrap();
-    assert_eq!(
-        subscribers[0].1, 0,
-        "a subscription was left behind in Redis"
-    );
-    acquired.release().await.unwrap();
+    list.lines()
+        .filter_map(|line| line.split(' ').find_map(|f| f.strip_prefix("sub=")))
+        .map(|n| n.parse().unwrap())
+        .collect()
+}
+
+/// One pub/sub connection per client carries every channel it waits on: 5 waiters on 5
+/// names are 5 subscriptions on one connection; once they have left, none is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_pubsub_connection_carries_every_channel() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let (holder, waiter) = (client(&server.url()), client(&server.url()));
+    let mut guards = Vec::new();
+    let mut waiting = Vec::new();
+    for i in 0..5 {
+        let name = format!("multi_{i}");
+        guards.push(holder.lock(name.as_str()).await.unwrap());
+        let waiter = waiter.clone();
+        waiting.push(tokio::spawn(async move {
+            waiter.lock(name).wait(Duration::from_secs(60)).await
+        }));
+    }
+    wait_until("5 waiters subscribed", GENEROUS, || async {
+        waiter.waited_channels() == 5
+    })
+    .await;
+    wait_until("Redis has the 5 subscriptions", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { subscriptions(&mut conn).await == [5] }
+    })
+    .await;
+    // Three leave by giving up, two by getting their lock.
+    for task in waiting.drain(..3) {
+        task.abort();
+    }
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    for task in waiting {
+        task.await
+            .unwrap()
+            .expect("acquired")
+            .release()
+            .await
+            .unwrap();
+    }
+    wait_until("no subscription left in Redis", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { subscriptions(&mut conn).await.iter().sum::<usize>() == 0 }
+    })
+    .await;
+    assert_eq!(waiter.waited_channels(), 0);
 }
 
 /// With the subscriber connection killed at the moment of release, the waiter still

@@ -51,6 +51,65 @@ async fn dropped_guard_stops_renewal_and_disappears() {
     wait_gone(&mut conn, &lock_key("dropped"), Duration::from_secs(1)).await;
 }
 
+/// Released or dropped, a guard's lock is renewed no more even when its key stays: with a
+/// second hold count in Redis (as a Redisson owner re-entering would leave), the release
+/// only decrements it, and from then on the key's PTTL only falls until it expires.
+#[tokio::test]
+async fn released_and_dropped_guards_are_renewed_no_more() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = builder(&server.url())
+        .lease(Duration::from_millis(900))
+        .build()
+        .unwrap();
+    for release in [true, false] {
+        let name = format!("kept_{release}");
+        let key = lock_key(&name);
+        let guard = locks.lock(name.as_str()).await.expect("acquire");
+        let owner = locks.inspect(name.as_str()).await.unwrap();
+        let owner = owner.owner().expect("held").to_owned();
+        let () = redis::AsyncCommands::hincr(&mut conn, &key, &owner, 1)
+            .await
+            .unwrap();
+        if release {
+            guard.release().await.expect("a hold remains: not an error");
+        } else {
+            drop(guard);
+        }
+        assert_eq!(locks.renewing(), 0);
+        // The release's own PEXPIRE comes first (a dropped guard releases in the background).
+        wait_until("the release decremented the count", GENEROUS, || {
+            let (mut conn, key, owner) = (conn.clone(), key.clone(), owner.clone());
+            async move {
+                let count: Option<u64> = redis::AsyncCommands::hget(&mut conn, &key, &owner)
+                    .await
+                    .unwrap();
+                count == Some(1)
+            }
+        })
+        .await;
+        // Sampled over the lease and beyond: the watchdog ticks every 300 ms.
+        let mut last = i64::MAX;
+        let deadline = tokio::time::Instant::now() + GENEROUS;
+        loop {
+            let ttl = pttl(&mut conn, &key).await;
+            if ttl == -2 {
+                break;
+            }
+            assert!(
+                ttl <= last,
+                "{name}: renewed after the guard went ({last} → {ttl} ms)"
+            );
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name}: never expired"
+            );
+            last = ttl;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 /// Explicit leases are not renewed: the key's PTTL only falls.
 #[tokio::test]
 async fn explicit_lease_is_not_renewed() {
