@@ -267,7 +267,15 @@ impl Attempter<'_> {
     /// is safe). Held when a quorum granted it with validity left; a minority grant is undone.
     async fn try_once(&self, waiter_ttl: Duration) -> Result<Attempt, LockError> {
         let started = Instant::now();
-        let call = scripts::acquire(self.keys, &self.owner, self.lease, waiter_ttl, &self.meta);
+        let publish = self.inner.config.publish;
+        let call = scripts::acquire(
+            self.keys,
+            &self.owner,
+            self.lease,
+            waiter_ttl,
+            &self.meta,
+            publish,
+        );
         let mut holder = None;
         let mut fence = 0;
         // A granting quorum settles it; any other outcome waits for every node, so that a
@@ -377,7 +385,7 @@ impl Drop for Pending {
 
 async fn leave(inner: &ClientInner, keys: &LockKeys, owner: &str, lease: Duration, meta: &str) {
     let name = LockName::from(keys.lock.clone());
-    let call = scripts::release(keys, owner, lease, meta);
+    let call = scripts::release(keys, owner, lease, meta, inner.config.publish);
     for answer in inner.eval_each::<i64>(&name, lease, call).await {
         match answer {
             Ok(0) => {}

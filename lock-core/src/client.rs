@@ -122,8 +122,10 @@ impl LockClient {
 
     /// A builder for a client of a Redis Cluster, found through `seeds` (URLs of any nodes).
     /// Lock, fencing counter, queue and channel of one name always share a slot; commands
-    /// follow MOVED/ASK redirections and failovers; waiters listen on one node (Redis Cluster
-    /// delivers every publish to all nodes).
+    /// follow MOVED/ASK redirections and failovers. Release messages use sharded pub/sub
+    /// (Redis 7.0+): waiters listen on the master that owns the lock's slot, follow it across
+    /// failovers, and interoperate with Redisson 3.23+ (see
+    /// [`sharded_pubsub`](LockClientBuilder::sharded_pubsub) for older clusters).
     ///
     /// ```no_run
     /// # fn demo() -> Result<(), lock_core::LockError> {

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::LockError;
+use crate::scripts::Publish;
 
 /// Where the locks live.
 #[derive(Clone, Debug)]
@@ -33,6 +34,10 @@ pub(crate) struct Config {
     pub(crate) max_hold: Option<Duration>,
     pub(crate) min_replicas: Option<(usize, Duration)>,
     pub(crate) holder: crate::metadata::HolderConfig,
+    /// Sharded pub/sub on a Cluster (ignored elsewhere).
+    pub(crate) sharded_pubsub: bool,
+    /// How release messages are published (derived from the topology and the above).
+    pub(crate) publish: Publish,
 }
 
 /// Builds a [`LockClient`](crate::LockClient). Every setting has a documented default.
@@ -89,6 +94,8 @@ impl LockClientBuilder {
                 max_hold: None,
                 min_replicas: None,
                 holder: crate::metadata::HolderConfig::default(),
+                sharded_pubsub: true,
+                publish: Publish::Plain,
             },
             tls: None,
             watchdog_interval: None,
@@ -214,6 +221,20 @@ impl LockClientBuilder {
         self
     }
 
+    /// On a Redis Cluster, publish release messages with `SPUBLISH` and listen with
+    /// `SSUBSCRIBE` (sharded pub/sub, Redis 7.0+): a message then travels within the lock's
+    /// shard instead of to every node, and Redisson 3.23+ clients on the same Cluster, which
+    /// use sharded pub/sub there, wake on distlock's releases and distlock on theirs. Turn it
+    /// off for a Cluster older than 7.0, or to share locks with Redisson clients configured
+    /// with `ShardedSubscriptionMode.OFF`. Ignored by the other topologies.
+    ///
+    /// # Default
+    /// `true`.
+    pub fn sharded_pubsub(mut self, sharded: bool) -> Self {
+        self.config.sharded_pubsub = sharded;
+        self
+    }
+
     /// Checks every setting and returns the final configuration.
     pub(crate) fn validated(&self) -> Result<Config, LockError> {
         let mut config = self.config.clone();
@@ -256,6 +277,10 @@ impl LockClientBuilder {
             }
             _ => {}
         }
+        config.publish = match self.topology {
+            Topology::Cluster(_) if config.sharded_pubsub => Publish::Sharded,
+            _ => Publish::Plain,
+        };
         if config.max_name_len == 0 {
             return Err(LockError::invalid_config("max_name_len must be above zero"));
         }

@@ -6,13 +6,14 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::sentinel::{SentinelClient, SentinelServerType};
-use redis::AsyncConnectionConfig;
+use redis::{AsyncConnectionConfig, ProtocolVersion};
 
 use crate::backend::{Conn, LazyCluster};
 use crate::config::{Config, Topology};
 use crate::error::LockError;
+use crate::pubsub::PubSubSource;
+use crate::scripts::Publish;
 use crate::sentinel::SentinelConn;
-use crate::waiters::PubSubSource;
 
 /// The connections of one client.
 pub(crate) struct Connections {
@@ -98,17 +99,33 @@ pub(crate) fn connect(
             })
         }
         Topology::Cluster(seeds) => {
-            let mut builder = ClusterClientBuilder::new(seeds.iter().map(String::as_str))
-                .connection_timeout(config.connect_timeout)
-                .response_timeout(config.command_timeout);
-            if let Some(tls) = tls {
-                builder = builder.certs(tls.clone());
-            }
-            let cluster = LazyCluster::new(builder.build().map_err(bad)?);
+            let builder = || {
+                let builder = ClusterClientBuilder::new(seeds.iter().map(String::as_str))
+                    .connection_timeout(config.connect_timeout)
+                    .response_timeout(config.command_timeout);
+                match tls {
+                    Some(tls) => builder.certs(tls.clone()),
+                    None => builder,
+                }
+            };
+            let cluster = LazyCluster::new(builder().build().map_err(bad)?);
+            let pubsub = match config.publish {
+                // Its own connections: RESP3, with pushes for the sharded subscriptions.
+                Publish::Sharded => {
+                    let (pushes, received) = tokio::sync::mpsc::unbounded_channel();
+                    let client = builder()
+                        .use_protocol(ProtocolVersion::RESP3)
+                        .push_sender(pushes)
+                        .build()
+                        .map_err(bad)?;
+                    PubSubSource::Sharded(Box::new(client), received)
+                }
+                Publish::Plain => PubSubSource::Nodes(open_all(seeds)?),
+            };
             Ok(Connections {
                 replication: replicated.then(|| Conn::Cluster(cluster.sibling())),
                 nodes: vec![Conn::Cluster(cluster)],
-                pubsub: PubSubSource::Nodes(open_all(seeds)?),
+                pubsub,
             })
         }
     }

@@ -196,7 +196,8 @@ impl Held {
         self.client.watchdog.unregister(&self);
         self.ended.cancel();
         self.record_end();
-        let call = scripts::release(&self.keys, &self.owner, self.lease, &self.meta);
+        let publish = self.client.config.publish;
+        let call = scripts::release(&self.keys, &self.owner, self.lease, &self.meta, publish);
         let mut answers = self.client.eval_stream::<i64>(&self.name, self.lease, call);
         let mut report = Some(report);
         // Released if any node still had the hold; "not held" only if the nodes that

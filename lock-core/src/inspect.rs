@@ -155,7 +155,7 @@ impl LockClient {
         let config = &self.inner.config;
         let keys = LockKeys::new(&config.key_prefix, &name, config.max_name_len)?;
         // Every node: a Redlock lock lives on a majority of them.
-        let call = scripts::force_release(&keys);
+        let call = scripts::force_release(&keys, config.publish);
         let mut released = false;
         let mut first_error = None;
         for answer in self

@@ -60,7 +60,8 @@
 //! | `distlock_lost_total` | counter | | holds lost |
 //!
 //! # Feature flags
-//! - `macros`: re-exports [`distributed_lock`], the attribute for async functions.
+//! - `macros`: re-exports `#[distributed_lock]`, the attribute for async functions (see the
+//!   `lock-macros` crate for its options).
 //! - `metrics`: reports the metrics above through the `metrics` facade.
 //! - `cli`: builds the `distlock` binary.
 #![deny(missing_docs)]
@@ -79,6 +80,7 @@ mod inspect;
 mod metadata;
 mod metrics;
 mod name;
+mod pubsub;
 mod quorum;
 mod replicas;
 mod request;
@@ -86,6 +88,7 @@ mod scan;
 mod scope;
 mod scripts;
 mod sentinel;
+mod sharded;
 mod template;
 mod time;
 mod waiters;

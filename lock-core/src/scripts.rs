@@ -67,8 +67,9 @@ local function holder_of(key, holder)
   return {f[1], f[2] or '', f[3] or '', f[4] or '', f[6] or '', f[5] or ''}
 end
 -- Grants the (free) lock to the first waiter whose deadline has not passed, dropping dead
--- ones. Publishes the grant unless the grantee is `caller`. Returns member, token or nil.
-local function grant_next(key, fence, queue, deadlines, channel, holder, now, caller)
+-- ones. Publishes the grant (with `publish`: PUBLISH, or SPUBLISH on a Cluster) unless the
+-- grantee is `caller`. Returns member, token or nil.
+local function grant_next(key, fence, queue, deadlines, channel, holder, now, caller, publish)
   for _ = 1, 64 do
     local head = redis.call('zrange', queue, 0, 0)[1]
     if not head then return nil end
@@ -88,7 +89,7 @@ local function grant_next(key, fence, queue, deadlines, channel, holder, now, ca
       local token = next_token(fence)
       if head ~= caller then
         -- '%d': `..` would print a token above 10^14 as '1.79e+15'.
-        redis.call('publish', channel, 'distlock:grant:' .. owner .. ':' .. string.format('%d', token))
+        redis.call(publish, channel, 'distlock:grant:' .. owner .. ':' .. string.format('%d', token))
       end
       return head, token
     end
@@ -102,7 +103,7 @@ fn with_prelude(body: &str) -> Script {
 }
 
 /// KEYS: lock, fence, queue, deadlines, channel, holder.
-/// ARGV: lease ms, owner, waiter TTL ms (0: do not queue), metadata.
+/// ARGV: lease ms, owner, waiter TTL ms (0: do not queue), metadata, publish command.
 /// Returns `{1, token}` when this owner holds the lock (fresh, handed to it, or already
 /// its own — acquiring is idempotent, so a retry after a lost reply is safe), else
 /// `{0, pttl, fencing counter}` after queueing the caller, followed by the holder's owner,
@@ -112,7 +113,7 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
         r"
 local key, fence, queue, deadlines, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local holder = KEYS[6]
-local lease, owner, wttl, meta = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local lease, owner, wttl, meta, publish = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local me = lease .. '|' .. owner .. '|' .. meta
 -- The uncontended path first: a free lock with nobody queued costs seven calls.
 local now = nil
@@ -120,7 +121,7 @@ if redis.call('exists', key) == 0 then
   local head, token = nil, nil
   if redis.call('zcard', queue) > 0 then
     now = now_ms()
-    head, token = grant_next(key, fence, queue, deadlines, channel, holder, now, me)
+    head, token = grant_next(key, fence, queue, deadlines, channel, holder, now, me, publish)
   end
   if head == me then
     return {1, token}
@@ -152,7 +153,8 @@ return busy
     )
 });
 
-/// KEYS: lock, channel, fence, queue, deadlines, holder. ARGV: owner, lease ms, member.
+/// KEYS: lock, channel, fence, queue, deadlines, holder.
+/// ARGV: owner, lease ms, member, publish command.
 /// Returns 0 when the owner holds nothing (it only leaves the queue), 1 when the lock was
 /// deleted and `0` published, 2 when a reentrant hold remains (Redisson clients), 3 when
 /// the lock was handed to the next waiter.
@@ -174,10 +176,10 @@ if count > 1 then
   return 2
 end
 redis.call('del', key, holder)
-if redis.call('zcard', queue) > 0 and grant_next(key, fence, queue, deadlines, channel, holder, now_ms(), '') then
+if redis.call('zcard', queue) > 0 and grant_next(key, fence, queue, deadlines, channel, holder, now_ms(), '', ARGV[4]) then
   return 3
 end
-redis.call('publish', channel, '0')
+redis.call(ARGV[4], channel, '0')
 return 1
 ",
     )
@@ -211,7 +213,7 @@ return 1
     )
 });
 
-/// KEYS: lock, channel, fence, queue, deadlines, holder.
+/// KEYS: lock, channel, fence, queue, deadlines, holder. ARGV: publish command.
 /// Deletes the lock whoever holds it, and its holder record, then hands it to the next
 /// waiter or publishes `0`. Returns 0 when there was no lock, 1 when it was deleted, 2 when
 /// it was deleted and handed to a waiter.
@@ -224,10 +226,10 @@ if redis.call('exists', key) == 0 then
   return 0
 end
 redis.call('del', key, holder)
-if redis.call('zcard', queue) > 0 and grant_next(key, fence, queue, deadlines, channel, holder, now_ms(), '') then
+if redis.call('zcard', queue) > 0 and grant_next(key, fence, queue, deadlines, channel, holder, now_ms(), '', ARGV[1]) then
   return 2
 end
-redis.call('publish', channel, '0')
+redis.call(ARGV[1], channel, '0')
 return 1
 ",
     )
@@ -282,6 +284,25 @@ return out
     )
 });
 
+/// How release and grant messages are published.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Publish {
+    /// `PUBLISH`: one server, Sentinel, Redlock, or a Cluster without sharded pub/sub.
+    Plain,
+    /// `SPUBLISH` (Redis 7+): a Cluster, where the message then stays within the lock's
+    /// shard — as Redisson 3.23+ publishes on a Cluster that supports it.
+    Sharded,
+}
+
+impl Publish {
+    fn command(self) -> &'static str {
+        match self {
+            Self::Plain => "publish",
+            Self::Sharded => "spublish",
+        }
+    }
+}
+
 /// An ACQUIRE call; `waiter_ttl` zero means "do not queue".
 pub(crate) fn acquire(
     keys: &LockKeys,
@@ -289,6 +310,7 @@ pub(crate) fn acquire(
     lease: Duration,
     waiter_ttl: Duration,
     meta: &str,
+    publish: Publish,
 ) -> ScriptInvocation<'static> {
     let mut call = ACQUIRE.prepare_invoke();
     call.key(&keys.lock)
@@ -300,7 +322,8 @@ pub(crate) fn acquire(
         .arg(millis(lease))
         .arg(owner)
         .arg(millis(waiter_ttl))
-        .arg(meta);
+        .arg(meta)
+        .arg(publish.command());
     call
 }
 
@@ -311,6 +334,7 @@ pub(crate) fn release(
     owner: &str,
     lease: Duration,
     meta: &str,
+    publish: Publish,
 ) -> ScriptInvocation<'static> {
     let mut call = RELEASE.prepare_invoke();
     call.key(&keys.lock)
@@ -321,7 +345,8 @@ pub(crate) fn release(
         .key(&keys.holder)
         .arg(owner)
         .arg(millis(lease))
-        .arg(member(lease, owner, meta));
+        .arg(member(lease, owner, meta))
+        .arg(publish.command());
     call
 }
 
@@ -340,14 +365,15 @@ pub(crate) fn fence_floor(keys: &LockKeys, token: u64) -> ScriptInvocation<'stat
 }
 
 /// A FORCE_RELEASE call.
-pub(crate) fn force_release(keys: &LockKeys) -> ScriptInvocation<'static> {
+pub(crate) fn force_release(keys: &LockKeys, publish: Publish) -> ScriptInvocation<'static> {
     let mut call = FORCE_RELEASE.prepare_invoke();
     call.key(&keys.lock)
         .key(&keys.channel)
         .key(&keys.fence)
         .key(&keys.queue)
         .key(&keys.deadlines)
-        .key(&keys.holder);
+        .key(&keys.holder)
+        .arg(publish.command());
     call
 }
 

@@ -12,18 +12,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::pubsub::{self, PubSubSource};
 use crate::scripts::GRANT_PREFIX;
-use crate::sentinel::SentinelConn;
-
-/// How often an idle pub/sub connection is pinged, to notice a silently dead connection.
-const PING_EVERY: Duration = Duration::from_secs(5);
-/// Longest pause between reconnection attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 struct Channel {
@@ -34,7 +27,7 @@ struct Channel {
     live: bool,
 }
 
-enum Command {
+pub(crate) enum Command {
     Subscribe(Vec<u8>),
     Unsubscribe(Vec<u8>),
     /// Answered once every earlier command ran: `true` when they ran on a live connection.
@@ -42,7 +35,7 @@ enum Command {
 }
 
 #[derive(Debug)]
-struct Shared {
+pub(crate) struct Shared {
     channels: Mutex<HashMap<Vec<u8>, Channel>>,
     /// Waiting owners, to route grants to.
     grants: Mutex<HashMap<String, oneshot::Sender<u64>>>,
@@ -59,7 +52,7 @@ impl Shared {
     }
 
     /// Routes one message: a grant to its owner, anything else to the channel's waiters.
-    fn deliver(&self, channel: &[u8], payload: &[u8]) {
+    pub(crate) fn deliver(&self, channel: &[u8], payload: &[u8]) {
         let Some(grant) = payload.strip_prefix(GRANT_PREFIX) else {
             return self.wake(channel);
         };
@@ -74,7 +67,22 @@ impl Shared {
         }
     }
 
-    fn wake(&self, channel: &[u8]) {
+    /// True while `channel` has a waiter.
+    pub(crate) fn has_channel(&self, channel: &[u8]) -> bool {
+        self.channels().contains_key(channel)
+    }
+
+    /// Queues a command for the connection task, as a waiter would.
+    pub(crate) fn request(&self, command: Command) {
+        let _ = self.commands.send(command);
+    }
+
+    /// The channels with a waiter, to subscribe again after a reconnect.
+    pub(crate) fn channel_names(&self) -> Vec<Vec<u8>> {
+        self.channels().keys().cloned().collect()
+    }
+
+    pub(crate) fn wake(&self, channel: &[u8]) {
         if let Some(entry) = self.channels().get(channel) {
             entry.wake.send_modify(|n| *n = n.wrapping_add(1));
         }
@@ -82,7 +90,7 @@ impl Shared {
 
     /// Marks `channel` (every channel with `None`) as subscribed on the current connection,
     /// or not.
-    fn set_live(&self, channel: Option<&[u8]>, live: bool) {
+    pub(crate) fn set_live(&self, channel: Option<&[u8]>, live: bool) {
         let mut channels = self.channels();
         match channel {
             Some(channel) => {
@@ -94,7 +102,7 @@ impl Shared {
         }
     }
 
-    fn wake_all(&self) {
+    pub(crate) fn wake_all(&self) {
         for entry in self.channels().values() {
             entry.wake.send_modify(|n| *n = n.wrapping_add(1));
         }
@@ -184,14 +192,7 @@ impl Waiters {
             grants: Mutex::default(),
             commands,
         });
-        let task = Task {
-            source,
-            next_client: 0,
-            timeout,
-            shared: Arc::clone(&shared),
-            commands: receiver,
-        };
-        tokio::spawn(task.run(stop));
+        pubsub::spawn(source, timeout, Arc::clone(&shared), receiver, stop);
         Self { shared }
     }
 
@@ -263,176 +264,5 @@ impl Waiters {
     /// Channels with at least one waiter (for tests and inspection).
     pub(crate) fn channel_count(&self) -> usize {
         self.shared.channels().len()
-    }
-}
-
-/// Where the pub/sub connection goes.
-pub(crate) enum PubSubSource {
-    /// The one server, each Cluster seed in turn, or each Redlock node in turn.
-    Nodes(Vec<redis::Client>),
-    /// The current master of a Sentinel-managed set (replicas see publishes too, but a
-    /// failover may have killed the old master).
-    Sentinel(SentinelConn),
-}
-
-struct Task {
-    source: PubSubSource,
-    next_client: usize,
-    timeout: Duration,
-    shared: Arc<Shared>,
-    commands: mpsc::UnboundedReceiver<Command>,
-}
-
-impl Task {
-    async fn run(mut self, stop: CancellationToken) {
-        let mut backoff = Duration::from_millis(50);
-        // Stay idle until someone waits: clients that never wait hold no pub/sub connection.
-        let Some(first) = self.next_command(&stop).await else {
-            return;
-        };
-        let mut pending = Some(first);
-        loop {
-            let timeout = self.timeout;
-            let connect = async {
-                let client = self.pubsub_client().await?;
-                client.get_async_pubsub().await
-            };
-            let connected = tokio::select! {
-                () = stop.cancelled() => return,
-                c = tokio::time::timeout(timeout, connect) => c,
-            };
-            match connected {
-                Ok(Ok(pubsub)) => {
-                    backoff = Duration::from_millis(50);
-                    let (sink, stream) = pubsub.split();
-                    let served = self.serve(sink, stream, &mut pending, &stop).await;
-                    // Messages published while reconnecting are missed: no early joins.
-                    self.shared.set_live(None, false);
-                    if !served {
-                        return;
-                    }
-                }
-                Ok(Err(error)) => tracing::debug!(%error, "pub/sub connect failed"),
-                Err(_) => tracing::debug!("pub/sub connect timed out"),
-            }
-            // While disconnected, barriers are answered `false` so nobody blocks on us.
-            if !self.idle_for(backoff, &mut pending, &stop).await {
-                return;
-            }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
-    }
-
-    /// The client to connect with next; rotates so a dead node is not retried forever.
-    async fn pubsub_client(&mut self) -> redis::RedisResult<redis::Client> {
-        match &self.source {
-            PubSubSource::Nodes(clients) => {
-                let client = clients[self.next_client % clients.len()].clone();
-                self.next_client = self.next_client.wrapping_add(1);
-                Ok(client)
-            }
-            PubSubSource::Sentinel(sentinel) => sentinel.master_client().await,
-        }
-    }
-
-    async fn next_command(&mut self, stop: &CancellationToken) -> Option<Command> {
-        tokio::select! {
-            () = stop.cancelled() => None,
-            c = self.commands.recv() => c,
-        }
-    }
-
-    async fn idle_for(
-        &mut self,
-        pause: Duration,
-        pending: &mut Option<Command>,
-        stop: &CancellationToken,
-    ) -> bool {
-        if let Some(Command::Barrier(b)) = pending.take() {
-            let _ = b.send(false);
-        }
-        let until = tokio::time::Instant::now() + pause;
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return false,
-                () = tokio::time::sleep_until(until) => return true,
-                c = self.commands.recv() => match c {
-                    Some(Command::Barrier(b)) => { let _ = b.send(false); }
-                    Some(_) => {} // the registry is replayed on reconnect
-                    None => return false,
-                }
-            }
-        }
-    }
-
-    /// Serves one connection; false when the client is gone.
-    async fn serve(
-        &mut self,
-        mut sink: PubSubSink,
-        mut stream: PubSubStream,
-        pending: &mut Option<Command>,
-        stop: &CancellationToken,
-    ) -> bool {
-        let channels: Vec<Vec<u8>> = self.shared.channels().keys().cloned().collect();
-        if !channels.is_empty() && self.call(sink.subscribe(channels)).await.is_err() {
-            return true;
-        }
-        self.shared.set_live(None, true);
-        self.shared.wake_all();
-        tracing::debug!("pub/sub connected");
-        let mut ping = tokio::time::interval(PING_EVERY);
-        ping.reset();
-        loop {
-            let command = match pending.take() {
-                Some(c) => Some(c),
-                None => tokio::select! {
-                    () = stop.cancelled() => return false,
-                    c = self.commands.recv() => match c { Some(c) => Some(c), None => return false },
-                    message = stream.next() => match message {
-                        Some(message) => {
-                            if let (Ok(channel), Ok(payload)) = (message.get_channel::<Vec<u8>>(), message.get_payload::<Vec<u8>>()) {
-                                self.shared.deliver(&channel, &payload);
-                            }
-                            None
-                        }
-                        None => return true,
-                    },
-                    _ = ping.tick() => {
-                        if self.call(sink.ping::<String>()).await.is_err() { return true; }
-                        None
-                    }
-                },
-            };
-            let ok = match command {
-                None => true,
-                Some(Command::Subscribe(c)) => {
-                    let subscribed = self.call(sink.subscribe(&c)).await.is_ok();
-                    self.shared.set_live(Some(&c), subscribed);
-                    subscribed
-                }
-                Some(Command::Unsubscribe(c)) => self.call(sink.unsubscribe(c)).await.is_ok(),
-                Some(Command::Barrier(b)) => {
-                    let _ = b.send(true);
-                    true
-                }
-            };
-            if !ok {
-                return true;
-            }
-        }
-    }
-
-    async fn call<T>(
-        &self,
-        fut: impl std::future::Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, ()> {
-        match tokio::time::timeout(self.timeout, fut).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(error)) => {
-                tracing::debug!(%error, "pub/sub command failed");
-                Err(())
-            }
-            Err(_) => Err(()),
-        }
     }
 }

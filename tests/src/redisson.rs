@@ -1,12 +1,15 @@
 //! A test client that speaks Redisson's `RLock` protocol (3.x): the lock, unlock and renew
 //! scripts Redisson sends, its owner ids (`<uuid>:<thread id>`), its release channel and
-//! message. Used to prove that distlock and a Java service exclude each other.
+//! message. Used to prove that distlock and a Java service exclude each other. On a Cluster
+//! it waits and publishes with sharded pub/sub, as Redisson 3.23+ does there.
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::aio::MultiplexedConnection;
-use redis::Script;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, PushKind, RedisFuture, Script, Value};
 
 /// Redisson 3.27 `tryLockInnerAsync`.
 const LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
@@ -18,10 +21,56 @@ const RENEW: &str = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redi
 /// One Redisson "thread" on one lock name.
 #[derive(Debug)]
 pub struct RedissonLock {
-    client: redis::Client,
-    conn: MultiplexedConnection,
+    conn: Conn,
+    /// Where `lock()` waits: one server's pub/sub, or a Cluster's sharded pub/sub.
+    waits: Waits,
     name: String,
     owner: String,
+}
+
+enum Conn {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Single(_) => "Conn::Single",
+            Self::Cluster(_) => "Conn::Cluster",
+        })
+    }
+}
+
+#[derive(Debug)]
+enum Waits {
+    Single(Box<redis::Client>),
+    Cluster(Vec<String>),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
 }
 
 impl RedissonLock {
@@ -34,8 +83,24 @@ impl RedissonLock {
             .await
             .expect("connect");
         Self {
-            client,
-            conn,
+            conn: Conn::Single(conn),
+            waits: Waits::Single(Box::new(client)),
+            name: name.to_owned(),
+            owner: format!("{}:{thread}", uuid_like()),
+        }
+    }
+
+    /// The same on a Redis Cluster found through `seeds`, with sharded pub/sub.
+    pub async fn cluster(seeds: &[String], name: &str, thread: u64) -> Self {
+        let conn = ClusterClientBuilder::new(seeds.to_vec())
+            .build()
+            .expect("seeds")
+            .get_async_connection()
+            .await
+            .expect("connect");
+        Self {
+            conn: Conn::Cluster(conn),
+            waits: Waits::Cluster(seeds.to_vec()),
             name: name.to_owned(),
             owner: format!("{}:{thread}", uuid_like()),
         }
@@ -63,9 +128,8 @@ impl RedissonLock {
         if self.try_lock(lease).await.is_none() {
             return;
         }
-        let mut pubsub = self.client.get_async_pubsub().await.expect("pubsub");
-        pubsub.subscribe(self.channel()).await.expect("subscribe");
         let deadline = tokio::time::Instant::now() + bound;
+        let mut messages = self.subscribe().await;
         loop {
             let Some(ttl) = self.try_lock(lease).await else {
                 return;
@@ -75,8 +139,39 @@ impl RedissonLock {
                 "redisson lock() timed out"
             );
             let ttl = Duration::from_millis(ttl.max(1).unsigned_abs());
-            let mut messages = pubsub.on_message();
             let _ = tokio::time::timeout(ttl, messages.next()).await;
+        }
+    }
+
+    /// The release messages of this lock's channel, subscribed before this returns.
+    async fn subscribe(&self) -> futures_util::stream::BoxStream<'static, ()> {
+        match &self.waits {
+            Waits::Single(client) => {
+                let mut pubsub = client.get_async_pubsub().await.expect("pubsub");
+                pubsub.subscribe(self.channel()).await.expect("subscribe");
+                pubsub.into_on_message().map(|_| ()).boxed()
+            }
+            Waits::Cluster(seeds) => {
+                let (pushes, received) = tokio::sync::mpsc::unbounded_channel();
+                let mut conn = ClusterClientBuilder::new(seeds.clone())
+                    .use_protocol(redis::ProtocolVersion::RESP3)
+                    .push_sender(pushes)
+                    .build()
+                    .expect("seeds")
+                    .get_async_connection()
+                    .await
+                    .expect("connect");
+                conn.ssubscribe(self.channel()).await.expect("ssubscribe");
+                tokio_stream_from(received)
+                    .filter(|push: &redis::PushInfo| {
+                        std::future::ready(push.kind == PushKind::SMessage)
+                    })
+                    // The connection lives as long as the stream.
+                    .map(move |_| {
+                        let _ = &conn;
+                    })
+                    .boxed()
+            }
         }
     }
 
@@ -90,7 +185,10 @@ impl RedissonLock {
             .arg(0)
             .arg(lease.as_millis() as u64)
             .arg(&self.owner)
-            .arg("PUBLISH")
+            .arg(match self.waits {
+                Waits::Single(_) => "PUBLISH",
+                Waits::Cluster(_) => "SPUBLISH",
+            })
             .arg(13_500)
             .invoke_async(&mut self.conn)
             .await
@@ -126,4 +224,11 @@ fn uuid_like() -> String {
         (b >> 12) & 0xfff,
         b >> 16 & 0xffff_ffff_ffff
     )
+}
+
+/// A stream of what `receiver` gets.
+fn tokio_stream_from<T: Send + 'static>(
+    mut receiver: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> futures_util::stream::BoxStream<'static, T> {
+    futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx)).boxed()
 }

@@ -27,8 +27,9 @@ async fn keyslot(conn: &mut MultiplexedConnection, key: impl redis::ToRedisArgs)
 }
 
 /// Every key distlock writes for a name — lock, fence, queue, deadlines, holder record — and
-/// its release channel hash to the lock's slot and live on one node, whatever the bytes of
-/// the name. Read from the cluster as distlock left it, with a holder and a waiter.
+/// its release channel (a shard channel) hash to the lock's slot and live on one node,
+/// whatever the bytes of the name. Read from the cluster as distlock left it, with a holder
+/// and a waiter.
 #[tokio::test]
 async fn companion_keys_share_the_slot() {
     let cluster = RedisCluster::start(3, 0);
@@ -53,8 +54,9 @@ async fn companion_keys_share_the_slot() {
         let (mut keys, mut channels, mut homes) = (0, 0, Vec::new());
         for (i, conn) in conns.iter_mut().enumerate() {
             let found: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query_async(conn).await.unwrap();
+            // Sharded pub/sub: the subscription lives on the node that owns the slot.
             let subscribed: Vec<Vec<u8>> = redis::cmd("PUBSUB")
-                .arg("CHANNELS")
+                .arg("SHARDCHANNELS")
                 .query_async(conn)
                 .await
                 .unwrap();
@@ -64,7 +66,7 @@ async fn companion_keys_share_the_slot() {
             }
             for item in subscribed.iter().filter(|c| named(c)) {
                 assert_eq!(keyslot(conn, item).await, slot, "{name}: {item:?}");
-                channels += 1;
+                (channels, homes) = (channels + 1, [homes, vec![i]].concat());
             }
         }
         homes.dedup();
@@ -72,8 +74,8 @@ async fn companion_keys_share_the_slot() {
             keys, 5,
             "{name}: lock, fence, queue, deadlines, holder record"
         );
-        assert_eq!(homes.len(), 1, "{name}: keys on several nodes");
-        assert!(channels >= 1, "{name}: the waiter's channel");
+        assert_eq!(channels, 1, "{name}: the waiter's shard channel");
+        assert_eq!(homes.len(), 1, "{name}: keys and channel on several nodes");
         guard.release().await.unwrap();
         waiting.await.unwrap().unwrap().release().await.unwrap();
     }
@@ -127,36 +129,44 @@ async fn exclusion_across_slots() {
     );
 }
 
-/// A waiter on a 30 s lock acquires within 1 s of the release, whichever node holds it.
+/// A waiter on a 30 s lock acquires within 1 s of the release, whichever node holds it —
+/// with sharded pub/sub (the default) and with plain pub/sub (`sharded_pubsub(false)`, for
+/// clusters older than Redis 7).
 #[tokio::test]
 async fn waiter_wakes_across_nodes() {
     let cluster = RedisCluster::start(3, 0);
-    let (holder, waiter) = (cluster_client(&cluster), cluster_client(&cluster));
-    for name in ["wake_a", "wake_b", "wake_c"] {
-        let guard = holder.lock(name).await.unwrap();
-        let waiting = tokio::spawn({
-            let waiter = waiter.clone();
-            let name = name.to_owned();
-            async move {
-                (
-                    waiter.lock(name).wait(Duration::from_secs(60)).await,
-                    Instant::now(),
-                )
-            }
-        });
-        wait_until("the waiter subscribed", GENEROUS, || async {
-            waiter.waited_channels() == 1
-        })
-        .await;
-        let released = Instant::now();
-        guard.release().await.unwrap();
-        let (got, at) = waiting.await.unwrap();
-        assert!(
-            at - released < Duration::from_secs(1),
-            "{name}: {:?}",
-            at - released
-        );
-        got.unwrap().release().await.unwrap();
+    for sharded in [true, false] {
+        let client = || {
+            LockClient::cluster(cluster.seed_urls())
+                .sharded_pubsub(sharded)
+                .command_timeout(Duration::from_secs(5))
+                .build()
+                .unwrap()
+        };
+        let (holder, waiter) = (client(), client());
+        for name in ["wake_a", "wake_b", "wake_c"] {
+            let guard = holder.lock(name).await.unwrap();
+            let waiting = tokio::spawn({
+                let waiter = waiter.clone();
+                async move {
+                    let got = waiter.lock(name).wait(Duration::from_secs(60)).await;
+                    (got, Instant::now())
+                }
+            });
+            wait_until("the waiter subscribed", GENEROUS, || async {
+                waiter.waited_channels() == 1
+            })
+            .await;
+            let released = Instant::now();
+            guard.release().await.unwrap();
+            let (got, at) = waiting.await.unwrap();
+            assert!(
+                at - released < Duration::from_secs(1),
+                "{name} (sharded: {sharded}): {:?}",
+                at - released
+            );
+            got.unwrap().release().await.unwrap();
+        }
     }
 }
 
@@ -229,7 +239,9 @@ async fn min_replicas_are_awaited() {
 }
 
 /// A planned `CLUSTER FAILOVER` of the lock's master keeps the lock: the client follows the
-/// new master and keeps renewing.
+/// new master and keeps renewing. A waiter that subscribed to the lock's shard channel
+/// before the failover is woken by the release after it, within 1 s (its own retries come
+/// every 2 s): its subscription moved to the new master.
 #[tokio::test]
 async fn planned_failover_keeps_the_lock() {
     let cluster = RedisCluster::start(3, 1);
@@ -240,6 +252,18 @@ async fn planned_failover_keeps_the_lock() {
         .build()
         .unwrap();
     let guard = locks.lock("failover").await.unwrap();
+    let waiter = cluster_client(&cluster);
+    let waiting = tokio::spawn({
+        let waiter = waiter.clone();
+        async move {
+            let got = waiter.lock("failover").wait(Duration::from_secs(60)).await;
+            (got, Instant::now())
+        }
+    });
+    wait_until("the waiter subscribed", GENEROUS, || async {
+        waiter.waited_channels() == 1
+    })
+    .await;
     let replica = replica_of_key_master(&cluster, "distlock:failover").await;
     let mut conn = cluster.nodes()[replica].conn().await;
     let _: () = redis::cmd("CLUSTER")
@@ -261,7 +285,18 @@ async fn planned_failover_keeps_the_lock() {
         assert!(guard.is_held(), "lost across a planned failover");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let released = Instant::now();
     guard.release().await.expect("released on the new master");
+    let (got, acquired) = tokio::time::timeout(GENEROUS, waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    got.expect("the waiter acquires").release().await.unwrap();
+    assert!(
+        acquired - released < Duration::from_secs(1),
+        "the waiter woke {:?} after the release",
+        acquired - released
+    );
 }
 
 /// The index of a replica of the master that serves `key`'s slot (waits until the

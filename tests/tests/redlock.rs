@@ -126,7 +126,6 @@ async fn majority_down_fails_bounded_and_clean() {
 /// the 1 s lease meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_when_the_quorum_is_gone() {
-    distlock_tests::locks::trace();
     let mut nodes = servers(3);
     let locks = LockClient::redlock(nodes.iter().map(RedisServer::url))
         .lease(Duration::from_secs(1))

@@ -1,0 +1,246 @@
+//! The pub/sub connection of a client: subscribes and unsubscribes the channels that the
+//! waiters' registry ([`crate::waiters`]) asks for, and delivers their messages to it.
+//!
+//! After a reconnect every waiter is woken to retry (messages may have been missed while
+//! disconnected; a retry finds a grant, since acquiring is idempotent).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::{PubSubSink, PubSubStream};
+use redis::cluster::ClusterClient;
+use redis::{PushInfo, RedisResult};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::sentinel::SentinelConn;
+use crate::sharded::Sharded;
+use crate::waiters::{Command, Shared};
+
+/// How often an idle pub/sub connection is pinged, to notice a silently dead connection.
+pub(crate) const PING_EVERY: Duration = Duration::from_secs(5);
+/// Longest pause between reconnection attempts.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Starts the task for `source`; it connects on the first subscription.
+pub(crate) fn spawn(
+    source: PubSubSource,
+    timeout: Duration,
+    shared: Arc<Shared>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    stop: CancellationToken,
+) {
+    let servers = match source {
+        PubSubSource::Sharded(client, pushes) => {
+            let task = Sharded::new(*client, pushes, timeout, shared, commands);
+            tokio::spawn(task.run(stop));
+            return;
+        }
+        PubSubSource::Nodes(clients) => Servers::Nodes(clients),
+        PubSubSource::Sentinel(conn) => Servers::Sentinel(conn),
+    };
+    let task = Task {
+        servers,
+        next_client: 0,
+        timeout,
+        shared,
+        commands,
+    };
+    tokio::spawn(task.run(stop));
+}
+
+/// Where the pub/sub connection goes.
+pub(crate) enum PubSubSource {
+    /// The one server, each Cluster seed in turn (plain pub/sub), or each Redlock node in
+    /// turn.
+    Nodes(Vec<redis::Client>),
+    /// The current master of a Sentinel-managed set (replicas see publishes too, but a
+    /// failover may have killed the old master).
+    Sentinel(SentinelConn),
+    /// A Cluster with sharded pub/sub: a RESP3 cluster client and the pushes it sends.
+    Sharded(Box<ClusterClient>, mpsc::UnboundedReceiver<PushInfo>),
+}
+
+/// The servers a plain pub/sub connection goes to.
+enum Servers {
+    Nodes(Vec<redis::Client>),
+    Sentinel(SentinelConn),
+}
+
+/// The task behind one pub/sub connection to a server (the one, a Sentinel-named master, a
+/// Cluster seed or a Redlock node), reconnecting with backoff.
+struct Task {
+    servers: Servers,
+    next_client: usize,
+    timeout: Duration,
+    shared: Arc<Shared>,
+    commands: mpsc::UnboundedReceiver<Command>,
+}
+
+impl Task {
+    async fn run(mut self, stop: CancellationToken) {
+        let mut backoff = Duration::from_millis(50);
+        // Stay idle until someone waits: clients that never wait hold no pub/sub connection.
+        let Some(first) = next_command(&mut self.commands, &stop).await else {
+            return;
+        };
+        let mut pending = Some(first);
+        loop {
+            let timeout = self.timeout;
+            let connect = async {
+                let client = self.pubsub_client().await?;
+                client.get_async_pubsub().await
+            };
+            let connected = tokio::select! {
+                () = stop.cancelled() => return,
+                c = tokio::time::timeout(timeout, connect) => c,
+            };
+            match connected {
+                Ok(Ok(pubsub)) => {
+                    backoff = Duration::from_millis(50);
+                    let (sink, stream) = pubsub.split();
+                    let served = self.serve(sink, stream, &mut pending, &stop).await;
+                    // Messages published while reconnecting are missed: no early joins.
+                    self.shared.set_live(None, false);
+                    if !served {
+                        return;
+                    }
+                }
+                Ok(Err(error)) => tracing::debug!(%error, "pub/sub connect failed"),
+                Err(_) => tracing::debug!("pub/sub connect timed out"),
+            }
+            // While disconnected, barriers are answered `false` so nobody blocks on us.
+            if !idle_for(&mut self.commands, backoff, &mut pending, &stop).await {
+                return;
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// The client to connect with next; rotates so a dead node is not retried forever.
+    async fn pubsub_client(&mut self) -> redis::RedisResult<redis::Client> {
+        match &self.servers {
+            Servers::Nodes(clients) => {
+                let client = clients[self.next_client % clients.len()].clone();
+                self.next_client = self.next_client.wrapping_add(1);
+                Ok(client)
+            }
+            Servers::Sentinel(sentinel) => sentinel.master_client().await,
+        }
+    }
+
+    /// Serves one connection; false when the client is gone.
+    async fn serve(
+        &mut self,
+        mut sink: PubSubSink,
+        mut stream: PubSubStream,
+        pending: &mut Option<Command>,
+        stop: &CancellationToken,
+    ) -> bool {
+        let channels = self.shared.channel_names();
+        if !channels.is_empty() && self.call(sink.subscribe(channels)).await.is_err() {
+            return true;
+        }
+        self.shared.set_live(None, true);
+        self.shared.wake_all();
+        tracing::debug!("pub/sub connected");
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.reset();
+        loop {
+            let command = match pending.take() {
+                Some(c) => Some(c),
+                None => tokio::select! {
+                    () = stop.cancelled() => return false,
+                    c = self.commands.recv() => match c { Some(c) => Some(c), None => return false },
+                    message = stream.next() => match message {
+                        Some(message) => {
+                            if let (Ok(channel), Ok(payload)) = (message.get_channel::<Vec<u8>>(), message.get_payload::<Vec<u8>>()) {
+                                self.shared.deliver(&channel, &payload);
+                            }
+                            None
+                        }
+                        None => return true,
+                    },
+                    _ = ping.tick() => {
+                        if self.call(sink.ping::<String>()).await.is_err() { return true; }
+                        None
+                    }
+                },
+            };
+            let ok = match command {
+                None => true,
+                Some(Command::Subscribe(c)) => {
+                    let subscribed = self.call(sink.subscribe(&c)).await.is_ok();
+                    self.shared.set_live(Some(&c), subscribed);
+                    subscribed
+                }
+                Some(Command::Unsubscribe(c)) => self.call(sink.unsubscribe(c)).await.is_ok(),
+                Some(Command::Barrier(b)) => {
+                    let _ = b.send(true);
+                    true
+                }
+            };
+            if !ok {
+                return true;
+            }
+        }
+    }
+
+    async fn call<T>(&self, fut: impl Future<Output = RedisResult<T>>) -> Result<T, ()> {
+        bounded(self.timeout, fut).await
+    }
+}
+
+/// The next command, or `None` once the client is gone.
+pub(crate) async fn next_command(
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    stop: &CancellationToken,
+) -> Option<Command> {
+    tokio::select! {
+        () = stop.cancelled() => None,
+        c = commands.recv() => c,
+    }
+}
+
+/// Waits `pause` while disconnected, answering barriers `false` so nobody blocks on the
+/// connection (subscriptions are replayed from the registry on reconnect); false when the
+/// client is gone.
+pub(crate) async fn idle_for(
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    pause: Duration,
+    pending: &mut Option<Command>,
+    stop: &CancellationToken,
+) -> bool {
+    if let Some(Command::Barrier(b)) = pending.take() {
+        let _ = b.send(false);
+    }
+    let until = tokio::time::Instant::now() + pause;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return false,
+            () = tokio::time::sleep_until(until) => return true,
+            c = commands.recv() => match c {
+                Some(Command::Barrier(b)) => { let _ = b.send(false); }
+                Some(_) => {}
+                None => return false,
+            }
+        }
+    }
+}
+
+/// `fut` within `timeout`; failures are logged and end as `Err(())`.
+pub(crate) async fn bounded<T>(
+    timeout: Duration,
+    fut: impl Future<Output = RedisResult<T>>,
+) -> Result<T, ()> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "pub/sub command failed");
+            Err(())
+        }
+        Err(_) => Err(()),
+    }
+}
