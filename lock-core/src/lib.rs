@@ -2,7 +2,8 @@
 //!
 //! A local `Mutex` guards one process; services that run as several instances need a lock
 //! that all of them see. `lock-core` keeps it in Redis, the way Redisson's `RLock` does, so
-//! a Rust service and a Java service exclude each other on the same name:
+//! a Rust service and a Java service exclude each other on the same Redis key (distlock's
+//! name under its [key prefix](LockClientBuilder::key_prefix)):
 //!
 //! - the lock is a hash `owner → hold count` with a lease (`PEXPIRE`), taken and released by
 //!   Lua scripts, so "check then set" and "check then delete" are atomic, and a holder whose
