@@ -172,6 +172,8 @@ impl Attempter<'_> {
             };
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
+                tracing::debug!(lock = %self.name, waited = ?started.elapsed(), attempts,
+                    holder_ttl = ?ttl, "gave up waiting");
                 pending.leave().await;
                 return Err(LockError::WaitTimeout {
                     name: self.name.clone(),

@@ -53,17 +53,16 @@ impl Shared {
 
     /// Routes one message: a grant to its owner, anything else to the channel's waiters.
     pub(crate) fn deliver(&self, channel: &[u8], payload: &[u8]) {
-        let Some(grant) = payload.strip_prefix(GRANT_PREFIX) else {
+        if !payload.starts_with(GRANT_PREFIX) {
             return self.wake(channel);
-        };
-        let parsed = std::str::from_utf8(grant).ok().and_then(|g| {
-            let (owner, token) = g.rsplit_once(':')?;
-            Some((owner, token.parse::<u64>().ok()?))
-        });
-        if let Some((owner, token)) = parsed {
-            if let Some(waiter) = self.grants().remove(owner) {
-                let _ = waiter.send(token);
+        }
+        match parse_grant(payload) {
+            Some((owner, token)) => {
+                if let Some(waiter) = self.grants().remove(owner) {
+                    let _ = waiter.send(token);
+                }
             }
+            None => tracing::warn!("unreadable grant message: its waiter retries on its own"),
         }
     }
 
@@ -264,5 +263,36 @@ impl Waiters {
     /// Channels with at least one waiter (for tests and inspection).
     pub(crate) fn channel_count(&self) -> usize {
         self.shared.channels().len()
+    }
+}
+
+/// The owner and fencing token of a grant message, `distlock:grant:<owner>:<token>` (owners
+/// contain `:` themselves, tokens do not).
+fn parse_grant(payload: &[u8]) -> Option<(&str, u64)> {
+    let grant = std::str::from_utf8(payload.strip_prefix(GRANT_PREFIX)?).ok()?;
+    let (owner, token) = grant.rsplit_once(':')?;
+    Some((owner, token.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_name_the_owner_and_token() {
+        let owner = "3db65fe7-939f-4757-93a2-a2f87f354cca:17";
+        let grant = format!("distlock:grant:{owner}:1795436339923456");
+        assert_eq!(
+            parse_grant(grant.as_bytes()),
+            Some((owner, 1_795_436_339_923_456))
+        );
+    }
+
+    #[test]
+    fn unreadable_grants_are_none() {
+        // What Lua's `..` once made of a token above 10^14.
+        assert_eq!(parse_grant(b"distlock:grant:u:1:1.7954357565964e+15"), None);
+        assert_eq!(parse_grant(b"0"), None);
+        assert_eq!(parse_grant(b"distlock:grant:no-token"), None);
     }
 }

@@ -145,6 +145,7 @@ fn settle(batch: &[Arc<Held>], answers: &[Result<Vec<i64>, LockError>], sent_at:
             Renewal::Confirmed(ttl) => {
                 held.confirm(sent_at, ttl);
                 metrics::renewed(&held.family);
+                tracing::trace!(lock = %held.name, ?ttl, "renewed");
             }
             // Counted as lost where the hold ends.
             Renewal::Lost => {

@@ -129,7 +129,10 @@ async fn a_lagging_replica_does_not_stall_other_locks() {
     .await;
     let started = Instant::now();
     other.release().await.unwrap();
-    println!("replicas: release beside a stuck WAIT took {:?}", started.elapsed());
+    println!(
+        "replicas: release beside a stuck WAIT took {:?}",
+        started.elapsed()
+    );
     // The WAIT asks in slices of half the 10 s command timeout: a release queued behind it
     // would take seconds.
     assert!(
