@@ -18,7 +18,7 @@ use crate::held::Held;
 use crate::name::LockName;
 use crate::quorum::{renewal, Renewal};
 use crate::scope::LockInfo;
-use crate::{metrics, scripts};
+use crate::scripts;
 
 /// Proof of a held lock. Owned, `Send` and `'static`: keep it in a struct, move it into a
 /// task, hold it across `.await`s.
@@ -132,23 +132,19 @@ impl LockGuard {
             .client
             .eval_until(&held.name, lease, call, settled)
             .await;
-        match renewal(ttls(&answers), nodes) {
-            Renewal::Confirmed(ttl) => {
-                held.confirm(sent_at, ttl);
-                metrics::renewed(&held.family);
-                Ok(())
-            }
-            Renewal::Lost => {
-                held.mark_lost("an extension found the lock gone or taken over");
-                Err(held.lost_error())
-            }
-            Renewal::Unknown => {
-                metrics::renewal_failed(&held.family);
-                Err(answers
-                    .drain(..)
-                    .find_map(Result::err)
-                    .unwrap_or_else(|| held.lost_error()))
-            }
+        let outcome = renewal(ttls(&answers), nodes);
+        held.settle(
+            outcome,
+            sent_at,
+            "an extension found the lock gone or taken over",
+        );
+        match outcome {
+            Renewal::Confirmed(_) => Ok(()),
+            Renewal::Lost => Err(held.lost_error()),
+            Renewal::Unknown => Err(answers
+                .drain(..)
+                .find_map(Result::err)
+                .unwrap_or_else(|| held.lost_error())),
         }
     }
 

@@ -12,6 +12,7 @@ use crate::client::ClientInner;
 use crate::error::LockError;
 use crate::metrics::{self, Family};
 use crate::name::{LockKeys, LockName};
+use crate::quorum::Renewal;
 use crate::scope::Scope;
 use crate::scripts;
 use crate::time::{drift, later};
@@ -123,6 +124,22 @@ impl Held {
     /// The instant after which the lock can no longer be assumed held.
     pub(crate) fn local_deadline(&self) -> Instant {
         self.expires_at() - drift(self.lease)
+    }
+
+    /// Applies the outcome of a renewal or extension sent at `sent_at`: a confirmed TTL moves
+    /// the local deadline on; a majority without the hold marks it lost, for `reason`; no
+    /// answer leaves it to the local deadline.
+    pub(crate) fn settle(&self, outcome: Renewal, sent_at: Instant, reason: &'static str) {
+        match outcome {
+            Renewal::Confirmed(ttl) => {
+                self.confirm(sent_at, ttl);
+                metrics::renewed(&self.family);
+                tracing::trace!(lock = %self.name, ?ttl, "renewed");
+            }
+            // Counted as lost where the hold ends.
+            Renewal::Lost => self.mark_lost(reason),
+            Renewal::Unknown => metrics::renewal_failed(&self.family),
+        }
     }
 
     /// Records a TTL that Redis confirmed for a command sent at `sent_at`.

@@ -57,6 +57,7 @@ impl AcquireTally {
 
 /// What the nodes answered about one held lock at renewal: `Some(ttl)` confirmed, `None` lost.
 /// Errors (`Err`) are neither: the local deadline decides if they persist.
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum Renewal {
     Confirmed(Duration),
     Lost,

@@ -15,9 +15,9 @@ use crate::backend::slot;
 use crate::client::ClientInner;
 use crate::error::LockError;
 use crate::held::Held;
-use crate::quorum::{renewal, Renewal};
+use crate::quorum::renewal;
+use crate::scripts;
 use crate::time::later;
-use crate::{metrics, scripts};
 
 /// Locks per renewal script: keeps each script short so Redis never stalls on one.
 const BATCH: usize = 512;
@@ -141,17 +141,11 @@ fn settle(batch: &[Arc<Held>], answers: &[Result<Vec<i64>, LockError>], sent_at:
         let ttls = answers
             .iter()
             .map(|a| a.as_ref().ok().and_then(|t| t.get(i).copied()));
-        match renewal(ttls, answers.len()) {
-            Renewal::Confirmed(ttl) => {
-                held.confirm(sent_at, ttl);
-                metrics::renewed(&held.family);
-                tracing::trace!(lock = %held.name, ?ttl, "renewed");
-            }
-            // Counted as lost where the hold ends.
-            Renewal::Lost => {
-                held.mark_lost("a renewal found the lock deleted, expired or taken over");
-            }
-            Renewal::Unknown => metrics::renewal_failed(&held.family),
-        }
+        let outcome = renewal(ttls, answers.len());
+        held.settle(
+            outcome,
+            sent_at,
+            "a renewal found the lock deleted, expired or taken over",
+        );
     }
 }
