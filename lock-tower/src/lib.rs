@@ -145,15 +145,22 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod config;
+mod error;
 mod future;
+mod head;
 mod key;
 mod layer;
 mod response;
+mod route;
 mod service;
 
+pub use config::OutagePolicy;
+pub use error::BuildError;
 pub use future::ResponseFuture;
-pub use key::{KeyError, RequestHead};
-pub use layer::{BuildError, DistributedLockLayer, LockLayerBuilder, OutagePolicy};
+pub use head::RequestHead;
+pub use key::KeyError;
+pub use layer::{DistributedLockLayer, LockLayerBuilder};
 pub use lock_core::{LockInfo, OnLost};
 pub use response::{Rejection, RejectionKind, ResponseBody};
 pub use service::DistributedLock;

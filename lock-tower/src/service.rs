@@ -8,8 +8,9 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
+use crate::config::{Config, Plan};
 use crate::future::ResponseFuture;
-use crate::layer::{Config, DistributedLockLayer, Plan};
+use crate::layer::DistributedLockLayer;
 use crate::response::{is_grpc, Rejection, ResponseBody};
 
 /// Takes one distributed lock per request around an inner service; made by
