@@ -195,16 +195,11 @@ async fn ok_handler() -> &'static str {
     "ok"
 }
 
-/// A busy lock answers 409 with a Retry-After derived from the holder's remaining lease.
+/// A busy lock answers 409 with `Retry-After` = the holder's remaining lease, rounded up:
+/// two holders with different leases give different values, so it is not a constant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn busy_lock_answers_409_with_retry_after() {
+async fn busy_lock_answers_409_with_retry_after_from_the_holders_ttl() {
     let server = RedisServer::start();
-    let holder = locks::client(&server.url());
-    let guard = holder
-        .lock("item_7")
-        .lease(Duration::from_secs(20))
-        .await
-        .expect("holder locks");
     let layer = item_layer(locks::client(&server.url()), Duration::from_millis(200));
     let addr = serve(
         Router::new()
@@ -212,13 +207,29 @@ async fn busy_lock_answers_409_with_retry_after() {
             .route_layer(layer),
     )
     .await;
-    let reply = send(addr, "POST", "/items/7/buy").await;
-    assert_eq!(reply.status, 409, "{reply:?}");
-    let retry: u64 = reply.headers["retry-after"].parse().expect("whole seconds");
-    assert!((1..=20).contains(&retry), "retry-after {retry}");
-    assert!(reply.body.contains("item_7"), "{reply:?}");
-    guard.release().await.unwrap();
-    assert_eq!(send(addr, "POST", "/items/7/buy").await.status, 200);
+    let holder = locks::client(&server.url());
+    for (item, lease) in [(7, 20), (8, 8)] {
+        let started = tokio::time::Instant::now();
+        let guard = holder
+            .lock(format!("item_{item}"))
+            .lease(Duration::from_secs(lease))
+            .await
+            .expect("holder locks");
+        let reply = send(addr, "POST", &format!("/items/{item}/buy")).await;
+        // The TTL Redis reported lies between `lease - elapsed` and `lease`.
+        let elapsed = started.elapsed().as_secs_f64();
+        assert_eq!(reply.status, 409, "{reply:?}");
+        let retry: u64 = reply.headers["retry-after"].parse().expect("whole seconds");
+        let lowest = (lease as f64 - elapsed).floor() as u64;
+        assert!(
+            (lowest..=lease).contains(&retry),
+            "item {item}: retry-after {retry}, lease {lease} s, {elapsed:.2} s elapsed"
+        );
+        assert!(reply.body.contains(&format!("item_{item}")), "{reply:?}");
+        guard.release().await.unwrap();
+        let reply = send(addr, "POST", &format!("/items/{item}/buy")).await;
+        assert_eq!(reply.status, 200, "{reply:?}");
+    }
 }
 
 /// A missing key parameter answers 400 naming it, and no lock is attempted.
