@@ -10,6 +10,8 @@ use lock_core::{LockClient, LockName, LockRequest, OnLost};
 
 use crate::key::{KeyError, KeySpec};
 use crate::response::{into_response, Rejection, ResponseBody};
+#[cfg(feature = "axum")]
+use crate::route::AxumRoutes;
 use crate::route::Routes;
 
 /// What the layer does when Redis cannot be reached.
@@ -35,6 +37,9 @@ pub(crate) struct Config {
     pub(crate) key: KeySpec,
     /// `None`: every request is locked.
     pub(crate) routes: Option<Routes>,
+    /// Without routes: the routes axum matched.
+    #[cfg(feature = "axum")]
+    pub(crate) axum_routes: AxumRoutes,
     pub(crate) methods: Vec<Method>,
     pub(crate) lease: Option<Duration>,
     pub(crate) wait: Duration,
@@ -60,13 +65,24 @@ impl Config {
         if !self.methods.is_empty() && !self.methods.contains(request.method()) {
             return Plan::Skip;
         }
-        let params = match &self.routes {
-            None => None,
+        #[cfg(feature = "axum")]
+        let axum_route = (self.routes.is_none())
+            .then(|| self.axum_routes.matched(request))
+            .flatten();
+        let found = match &self.routes {
             Some(routes) => match routes.at(request.uri().path()) {
                 None => return Plan::Skip,
-                Some(Ok(params)) => Some(params),
-                Some(Err(error)) => return Plan::Invalid(error),
+                found => found,
             },
+            #[cfg(feature = "axum")]
+            None => axum_route.as_ref().and_then(|(route, path)| route.at(path)),
+            #[cfg(not(feature = "axum"))]
+            None => None,
+        };
+        let params = match found {
+            None => None,
+            Some(Ok(params)) => Some(params),
+            Some(Err(error)) => return Plan::Invalid(error),
         };
         match self.key.resolve(request, params.as_deref()) {
             Ok(name) => Plan::Lock(name),

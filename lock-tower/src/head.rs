@@ -56,6 +56,11 @@ impl<'a> RequestHead<'a> {
         self.extensions
     }
 
+    /// True when a route matched the request, so that path parameters are known.
+    pub(crate) fn has_route(&self) -> bool {
+        self.params.is_some()
+    }
+
     /// A path parameter of the matched route, percent-decoded.
     pub fn path_param(&self, name: &str) -> Option<&'a str> {
         let params = self.params?;

@@ -168,9 +168,19 @@ fn resolve_one(head: &RequestHead<'_>, path: &str, source: &Source) -> Result<St
         ..error
     })?;
     match value {
-        None => Err(KeyError::missing(path)),
         Some(v) if v.trim().is_empty() => Err(KeyError::empty(path)),
         Some(v) => Ok(v.into_owned()),
+        // Likely a layer that should have been given the route: say where it looked.
+        None => Err(match source {
+            Source::PathOrQuery(_) if !head.has_route() => KeyError::new(
+                path,
+                "is missing (no route matched the request path, so it was looked up in the query string only)",
+            ),
+            Source::Path(_) if !head.has_route() => {
+                KeyError::new(path, "is missing (no route matched the request path)")
+            }
+            _ => KeyError::missing(path),
+        }),
     }
 }
 
@@ -265,6 +275,25 @@ mod tests {
         );
         let absent = resolve("<header.x-none>", "/", None).unwrap_err();
         assert_eq!(absent, KeyError::missing("header.x-none"));
+    }
+
+    /// A layer without the route falls back to the query: the 400 says so, not just
+    /// "missing" for a parameter that is plainly in the path.
+    #[test]
+    fn missing_values_without_a_route_say_where_they_were_looked_up() {
+        let err = resolve("item_<id>", "/items/7/buy", None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "key parameter `id` is missing (no route matched the request path, so it was \
+             looked up in the query string only)"
+        );
+        let err = resolve("item_<path.id>", "/items/7/buy", None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "key parameter `path.id` is missing (no route matched the request path)"
+        );
+        let err = resolve("item_<query.id>", "/items/7/buy", None).unwrap_err();
+        assert_eq!(err, KeyError::missing("query.id"));
     }
 
     #[test]

@@ -114,9 +114,9 @@ impl LockLayerBuilder {
     /// A missing, empty or undecodable value answers `400` / `INVALID_ARGUMENT` naming the
     /// parameter, without a lock attempt. Replaces an earlier [`key_fn`](Self::key_fn).
     ///
-    /// Path parameters come from the layer's own [`route`](Self::route) templates: without
-    /// one, `<id>` can only come from the query string. Give the layer the route's template
-    /// (`/items/{id}/buy`) even when it is an axum `route_layer`.
+    /// Path parameters come from the layer's own [`route`](Self::route) templates or, with
+    /// the `axum` feature, from the route axum matched; without either, `<id>` can only come
+    /// from the query string (see [routes and path parameters](crate#routes-and-path-parameters)).
     pub fn key(mut self, template: impl Into<String>) -> Self {
         self.key = Some(Key::Template(template.into()));
         self
@@ -149,10 +149,12 @@ impl LockLayerBuilder {
     /// Locks only requests whose path matches this route template (axum's syntax:
     /// `/items/{id}/buy`, `/files/{*path}`; for gRPC `/package.Service/Method`), and makes its
     /// parameters available to the key. Call it several times for several routes. Requests
-    /// that match no route pass through unlocked.
+    /// that match no route pass through unlocked. Routes are matched against the path the
+    /// layer sees: inside `Router::nest("/api", …)`, without the `/api` prefix.
     ///
     /// # Default
-    /// No route: every request is locked, and `<id>` reads the query string only.
+    /// No route: every request is locked, and `<id>` reads the path parameters of the route
+    /// axum matched (with the `axum` feature), else the query string only.
     pub fn route(mut self, template: impl Into<String>) -> Self {
         self.routes.push(template.into());
         self
@@ -252,6 +254,8 @@ impl LockLayerBuilder {
                 client: self.client,
                 key,
                 routes,
+                #[cfg(feature = "axum")]
+                axum_routes: Default::default(),
                 methods: self.methods,
                 lease: self.lease,
                 wait: self.wait,

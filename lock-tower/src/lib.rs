@@ -22,7 +22,9 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = lock_core::LockClient::new("redis://127.0.0.1:6379")?;
 //! let lock = DistributedLockLayer::builder(client)
-//!     .route("/items/{id}/buy") // the same template as the route: `<id>` is its `{id}`
+//!     // The route's template, so that `<id>` is its `{id}` (not needed with the `axum`
+//!     // feature, see "Routes and path parameters").
+//!     .route("/items/{id}/buy")
 //!     .key("item_<id>")
 //!     .wait(Duration::from_secs(2))
 //!     .build()?;
@@ -62,8 +64,8 @@
 //!
 //! | placeholder | value |
 //! | --- | --- |
-//! | `<id>` | the path parameter `id` of the matched route, else the query parameter `id` |
-//! | `<path.id>` | the path parameter `id` (checked against every route when the layer is built) |
+//! | `<id>` | the path parameter `id` of the matched route (below), else the query parameter `id` |
+//! | `<path.id>` | the path parameter `id` (checked against the layer's routes when it is built) |
 //! | `<query.id>` | the query parameter `id` (`+` and `%XX` decoded) |
 //! | `<header.x-tenant>` | the header or gRPC metadata `x-tenant` |
 //!
@@ -74,11 +76,33 @@
 //! the inner service consumes it; decode a body field in a layer before this one and hand it
 //! over in the extensions.
 //!
-//! **Why routes are given to the layer.** axum's matched route and path parameters are
-//! private to axum, and tonic has none; a [`route`](LockLayerBuilder::route) template (axum's
-//! own syntax, matched with `matchit` as axum does) works the same for axum, tonic and plain
-//! tower, selects the locked routes on a whole router, and lets the builder check
-//! `<path.x>` placeholders before the server starts.
+//! # Routes and path parameters
+//!
+//! Path parameters come from a route template in axum's syntax (`/items/{id}/buy`, matched
+//! with `matchit` as axum matches them):
+//!
+//! - The layer's own [routes](LockLayerBuilder::route). They also select the locked
+//!   requests (the others pass through), work the same for axum, tonic and plain tower, and
+//!   let the builder check `<path.x>` placeholders before the server starts.
+//! - Without routes of its own, with the **`axum` feature**: the route axum matched. axum
+//!   puts it into the request extensions (`axum::extract::MatchedPath`) before the
+//!   layers that run after routing, `Router::route_layer` and `Router::layer`, so the
+//!   template need not be repeated:
+//!   `.route("/items/{id}/buy", post(buy)).route_layer(DistributedLockLayer::new(client, "item_<id>")?)`.
+//!   Each template is compiled once per layer and kept. (axum's parsed parameters are
+//!   private to it; the feature turns on axum's `matched-path` and `original-uri` features,
+//!   which are among its defaults.)
+//!
+//! Otherwise there are no path parameters: `<id>` is looked up in the query string only,
+//! and a request without it is answered `400` saying so (``key parameter `id` is missing (no
+//! route matched the request path, so it was looked up in the query string only)``).
+//!
+//! `Router::nest("/api", inner)` strips `/api` from the URI before `inner`'s routes and
+//! layers run. The layer's own routes are matched against the path the layer sees: for a
+//! layer inside `inner`, write them without the prefix (`/items/{id}/buy`); for one on the
+//! outer router, with it. With the `axum` feature nothing changes: the matched route keeps
+//! the prefix and is matched against the original URI, so parameters of the prefix
+//! (`nest("/shops/{shop}", …)` → `<shop>`) are available too.
 //!
 //! # Answers
 //!

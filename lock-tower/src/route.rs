@@ -63,6 +63,70 @@ impl Routes {
     }
 }
 
+#[cfg(feature = "axum")]
+pub(crate) use matched::AxumRoutes;
+
+#[cfg(feature = "axum")]
+mod matched {
+    use std::collections::HashMap;
+    use std::sync::{Arc, PoisonError, RwLock};
+
+    use axum::extract::{MatchedPath, OriginalUri};
+
+    use super::Routes;
+
+    /// The routes axum matched (its `MatchedPath` extension), compiled once per template,
+    /// for layers without routes of their own.
+    #[derive(Default)]
+    pub(crate) struct AxumRoutes {
+        compiled: RwLock<HashMap<Box<str>, Arc<Routes>>>,
+    }
+
+    impl AxumRoutes {
+        /// At most this many templates are kept: an app's route table is bounded, but one
+        /// layer may serve many routers.
+        const CAPACITY: usize = 1024;
+
+        /// The route axum matched for `request`, and the path to match it against: the
+        /// `OriginalUri`'s, since `Router::nest` strips its prefix from the URI but not from
+        /// the matched route.
+        pub(crate) fn matched<'r, B>(
+            &self,
+            request: &'r http::Request<B>,
+        ) -> Option<(Arc<Routes>, &'r str)> {
+            let extensions = request.extensions();
+            let template = extensions.get::<MatchedPath>()?.as_str();
+            let uri = match extensions.get::<OriginalUri>() {
+                Some(original) => &original.0,
+                None => request.uri(),
+            };
+            Some((self.compiled(template)?, uri.path()))
+        }
+
+        fn compiled(&self, template: &str) -> Option<Arc<Routes>> {
+            let cached = self.compiled.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(routes) = cached.get(template) {
+                return Some(Arc::clone(routes));
+            }
+            drop(cached);
+            let mut router = matchit::Router::new();
+            if let Err(error) = router.insert(template, ()) {
+                tracing::debug!(template, %error, "axum's matched route does not compile");
+                return None;
+            }
+            let routes = Arc::new(Routes { router, len: 1 });
+            let mut compiled = self
+                .compiled
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            if compiled.len() < Self::CAPACITY {
+                compiled.insert(template.into(), Arc::clone(&routes));
+            }
+            Some(routes)
+        }
+    }
+}
+
 /// The parameter names of an axum/matchit route template (`{id}`, `{*rest}`; `{{` escapes).
 fn route_params(route: &str) -> Vec<&str> {
     let mut params = Vec::new();

@@ -426,3 +426,44 @@ async fn whole_router_layer_locks_only_its_routes() {
     assert_eq!(send(addr, "POST", "/items/7/buy").await.status, 409);
     assert_eq!(send(addr, "GET", "/nothing").await.status, 404);
 }
+
+/// With the `axum` feature, a `route_layer` without `.route(…)` takes `<id>` from axum's
+/// matched route (it used to look in the query string only: every request got 400), also
+/// under `Router::nest` with a parameter in the prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route_layer_without_routes_reads_axums_matched_route() {
+    let server = RedisServer::start();
+    let client = locks::client(&server.url());
+    let holder = locks::client(&server.url());
+    let name = post(|Extension(info): Extension<LockInfo>| async move { info.name().to_string() });
+    let layer = |key: &str| {
+        DistributedLockLayer::builder(client.clone())
+            .key(key)
+            .wait(Duration::ZERO)
+            .build()
+            .unwrap()
+    };
+    let shops = Router::new()
+        .route("/items/{id}", name.clone())
+        .route_layer(layer("shop_<shop>:item_<id>"));
+    let app = Router::new()
+        .route("/items/{id}/buy", name)
+        .route_layer(layer("item_<id>"))
+        .nest("/shops/{shop}", shops);
+    let addr = serve(app).await;
+    let reply = send(addr, "POST", "/items/7/buy").await;
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (200, "item_7"),
+        "{reply:?}"
+    );
+    let reply = send(addr, "POST", "/shops/3/items/7").await;
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (200, "shop_3:item_7"),
+        "{reply:?}"
+    );
+    // The name is really locked: a holder of `item_8` makes the request busy.
+    let _guard = holder.lock("item_8").await.unwrap();
+    assert_eq!(send(addr, "POST", "/items/8/buy").await.status, 409);
+}
