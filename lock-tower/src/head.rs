@@ -9,9 +9,8 @@ use crate::key::KeyError;
 /// What a [key function](crate::LockLayerBuilder::key_fn) sees of a request: its head and
 /// the path parameters of the matched route.
 ///
-/// The body is not available: the lock is taken before the inner service reads it. To key
-/// on a field of the body, decode it in a layer before this one and put the field into the
-/// request extensions, where [`extensions`](Self::extensions) finds it.
+/// The body is not available: the lock is taken before the inner service reads it. See
+/// [locking on a field of the body](crate#locking-on-a-field-of-the-body).
 #[derive(Debug)]
 pub struct RequestHead<'a> {
     method: &'a Method,

@@ -123,7 +123,9 @@ impl LockLayerBuilder {
     }
 
     /// The lock name computed by a function of the request head, for anything a template
-    /// cannot express. Return a [`KeyError`] to answer `400` / `INVALID_ARGUMENT`.
+    /// cannot express. Return a [`KeyError`] to answer `400` / `INVALID_ARGUMENT`. The body
+    /// is not available (see [locking on a field of the
+    /// body](crate#locking-on-a-field-of-the-body)).
     /// Replaces an earlier [`key`](Self::key).
     ///
     /// ```no_run
@@ -221,8 +223,9 @@ impl LockLayerBuilder {
         self
     }
 
-    /// The metrics label of this layer's locks (see [`LockRequest::family`]): a bounded
-    /// name for the kind of lock, never the rendered key.
+    /// The metrics label of this layer's locks (see
+    /// [`LockRequest::family`](lock_core::LockRequest::family)): a bounded name for the kind
+    /// of lock, never the rendered key. A `&'static str` is used without copying.
     ///
     /// # Default
     /// The key template (`"item_<id>"`); `"lock-tower"` with a [`key_fn`](Self::key_fn).
