@@ -66,9 +66,10 @@ impl Config {
             return Plan::Skip;
         }
         #[cfg(feature = "axum")]
-        let axum_route = (self.routes.is_none())
-            .then(|| self.axum_routes.matched(request))
-            .flatten();
+        let axum_route = match self.routes {
+            Some(_) => None,
+            None => self.axum_routes.matched(request),
+        };
         let found = match &self.routes {
             Some(routes) => match routes.at(request.uri().path()) {
                 None => return Plan::Skip,
@@ -128,7 +129,7 @@ impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
             .field("key", &self.key)
-            .field("routes", &self.routes.as_ref().map_or(0, Routes::len))
+            .field("own_routes", &self.routes.is_some())
             .field("methods", &self.methods)
             .field("lease", &self.lease)
             .field("wait", &self.wait)

@@ -56,7 +56,6 @@ pub(crate) type KeyFn =
     Arc<dyn Fn(&RequestHead<'_>) -> Result<LockName, KeyError> + Send + Sync + 'static>;
 
 /// Where a placeholder takes its value.
-#[derive(Debug)]
 pub(crate) enum Source {
     /// `<id>`: the path parameter of the matched route, else the query parameter.
     PathOrQuery(String),

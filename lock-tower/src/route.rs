@@ -14,7 +14,6 @@ pub(crate) type Params<'a> = Vec<(&'a str, Cow<'a, str>)>;
 /// The route templates of a layer, compiled into one router.
 pub(crate) struct Routes {
     router: matchit::Router<()>,
-    len: usize,
 }
 
 impl Routes {
@@ -37,15 +36,7 @@ impl Routes {
                     reason: e.to_string(),
                 })?;
         }
-        Ok(Self {
-            router,
-            len: templates.len(),
-        })
-    }
-
-    /// The number of templates.
-    pub(crate) fn len(&self) -> usize {
-        self.len
+        Ok(Self { router })
     }
 
     /// The parameters of the route that matches `path`: `None` when no route does, a
@@ -114,7 +105,7 @@ mod matched {
                 tracing::debug!(template, %error, "axum's matched route does not compile");
                 return None;
             }
-            let routes = Arc::new(Routes { router, len: 1 });
+            let routes = Arc::new(Routes { router });
             let mut compiled = self
                 .compiled
                 .write()

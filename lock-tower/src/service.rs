@@ -211,30 +211,6 @@ mod tests {
         assert!(matches!(err, crate::BuildError::Route { .. }), "{err}");
     }
 
-    /// A `route_layer` without `.route(…)` takes `<id>` from axum's matched route, also in a
-    /// nested router (whose prefix axum strips from the URI): `<id>` resolves, so the 400
-    /// names the next placeholder.
-    #[cfg(feature = "axum")]
-    #[tokio::test]
-    async fn axum_matched_routes_give_path_parameters() {
-        use axum::routing::post;
-        let layer =
-            DistributedLockLayer::new(offline_client(), "<shop>:<id>:<header.x-none>").unwrap();
-        let items = axum::Router::new()
-            .route("/items/{id}", post(|| async { "not called" }))
-            .route_layer(layer);
-        let app = axum::Router::new().nest("/shops/{shop}", items);
-        let request = Request::post("/shops/1/items/7")
-            .body(axum::body::Body::empty())
-            .unwrap();
-        let response = app.oneshot(request).await.unwrap();
-        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-        assert_eq!(
-            text(response.into_body()).await,
-            "key parameter `header.x-none` is missing\n"
-        );
-    }
-
     #[tokio::test]
     async fn custom_rejections_replace_the_defaults() {
         let layer = DistributedLockLayer::builder(offline_client())
