@@ -1,14 +1,16 @@
 //! `lock-tower` on a tonic server: `orders.Orders/PlaceOrder` runs one call at a time per
 //! customer (the `x-customer-id` metadata), across every instance of the server, so a
 //! client that retries a slow call cannot place the order twice concurrently.
-//! `GetOrder` is not locked.
+//! `GetOrder` reads an order placed before and is not locked. (Orders are kept in the
+//! process's memory: enough for a demo, not for several instances.)
 //!
 //! Needs a Redis: `REDIS_URL` (default `redis://127.0.0.1:6379`). The protobuf types and
 //! service glue are written by hand after `tests/proto/orders.proto`, so no `protoc` is
 //! needed.
 //!
 //! ```sh
-//! # Concurrent calls, a busy customer and a missing metadata, then exit:
+//! # Concurrent calls, reading an order back, a busy customer and a missing metadata,
+//! # then exit:
 //! cargo run -p distlock-examples --example tonic_orders -- --demo
 //!
 //! # Or serve on 127.0.0.1:50051 (PORT changes it) and call it with grpcurl:
@@ -16,17 +18,22 @@
 //! grpcurl -plaintext -import-path tests/proto -proto orders.proto \
 //!   -H 'x-customer-id: 42' -d '{"sku": "book", "quantity": 1}' \
 //!   127.0.0.1:50051 orders.Orders/PlaceOrder
-//! # Two at once for one customer: the second waits for the first (each takes 1 s).
-//! # Without the metadata: ERROR Code: InvalidArgument, "key parameter
-//! # `header.x-customer-id` is missing".
+//! # → {"fencingToken": "…", "orderId": "1"}. Two at once for one customer: the second
+//! #   waits for the first (each takes 1 s). Without the metadata: ERROR Code:
+//! #   InvalidArgument, "key parameter `header.x-customer-id` is missing".
+//! grpcurl -plaintext -import-path tests/proto -proto orders.proto \
+//!   -d '{"order_id": 1}' 127.0.0.1:50051 orders.Orders/GetOrder
+//! # → the order (sku, quantity, customer, fencing token); no metadata needed, never
+//! #   waits for a lock. An unknown id: ERROR Code: NotFound.
 //! ```
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -61,6 +68,26 @@ struct PlaceOrderReply {
     order_id: u64,
 }
 
+#[derive(Clone, PartialEq, prost::Message)]
+struct GetOrderRequest {
+    #[prost(uint64, tag = "1")]
+    order_id: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Order {
+    #[prost(uint64, tag = "1")]
+    order_id: u64,
+    #[prost(string, tag = "2")]
+    sku: String,
+    #[prost(uint32, tag = "3")]
+    quantity: u32,
+    #[prost(string, tag = "4")]
+    customer_id: String,
+    #[prost(uint64, tag = "5")]
+    fencing_token: u64,
+}
+
 const PLACE_ORDER: &str = "/orders.Orders/PlaceOrder";
 const GET_ORDER: &str = "/orders.Orders/GetOrder";
 
@@ -70,6 +97,7 @@ const GET_ORDER: &str = "/orders.Orders/GetOrder";
 #[derive(Clone, Default)]
 struct Orders {
     next_id: Arc<AtomicU64>,
+    placed: Arc<Mutex<HashMap<u64, Order>>>,
 }
 
 impl Orders {
@@ -79,15 +107,36 @@ impl Orders {
     ) -> Result<Response<PlaceOrderReply>, Status> {
         // Put there by the layer: the lock's name and fencing token.
         let lock = request.extensions().get::<LockInfo>().cloned();
+        let customer_id = (request.metadata().get("x-customer-id"))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
         let order = request.into_inner();
         if order.quantity == 0 {
             return Err(Status::invalid_argument("quantity must be at least 1"));
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
-        Ok(Response::new(PlaceOrderReply {
-            fencing_token: lock.map_or(0, |l| l.fencing_token()),
+        let order = Order {
             order_id: self.next_id.fetch_add(1, Ordering::Relaxed) + 1,
-        }))
+            sku: order.sku,
+            quantity: order.quantity,
+            customer_id,
+            fencing_token: lock.map_or(0, |l| l.fencing_token()),
+        };
+        let reply = PlaceOrderReply {
+            fencing_token: order.fencing_token,
+            order_id: order.order_id,
+        };
+        self.placed.lock().unwrap().insert(order.order_id, order);
+        Ok(Response::new(reply))
+    }
+
+    async fn get_order(self, request: Request<GetOrderRequest>) -> Result<Response<Order>, Status> {
+        let id = request.into_inner().order_id;
+        let order = self.placed.lock().unwrap().get(&id).cloned();
+        order
+            .map(Response::new)
+            .ok_or_else(|| Status::not_found(format!("no order {id}")))
     }
 }
 
@@ -113,13 +162,15 @@ impl tower::Service<axum::http::Request<Body>> for OrdersServer {
     fn call(&mut self, request: axum::http::Request<Body>) -> Self::Future {
         let orders = self.orders.clone();
         match request.uri().path() {
-            PLACE_ORDER | GET_ORDER => Box::pin(async move {
+            PLACE_ORDER => Box::pin(async move {
                 let method = tower::service_fn(move |r| orders.clone().place_order(r));
-                let mut grpc = tonic::server::Grpc::new(ProstCodec::<
-                    PlaceOrderReply,
-                    PlaceOrderRequest,
-                >::default());
-                Ok(grpc.unary(method, request).await)
+                let codec = ProstCodec::<PlaceOrderReply, PlaceOrderRequest>::default();
+                Ok(tonic::server::Grpc::new(codec).unary(method, request).await)
+            }),
+            GET_ORDER => Box::pin(async move {
+                let method = tower::service_fn(move |r| orders.clone().get_order(r));
+                let codec = ProstCodec::<Order, GetOrderRequest>::default();
+                Ok(tonic::server::Grpc::new(codec).unary(method, request).await)
             }),
             _ => Box::pin(async { Ok(Status::unimplemented("no such method").into_http()) }),
         }
@@ -186,6 +237,20 @@ async fn place_order(channel: Channel, customer: Option<&str>) -> Result<PlaceOr
     Ok(reply.into_inner())
 }
 
+async fn get_order(channel: Channel, order_id: u64) -> Result<Order, Status> {
+    let mut client = tonic::client::Grpc::new(channel);
+    client
+        .ready()
+        .await
+        .map_err(|e| Status::unavailable(e.to_string()))?;
+    let codec = ProstCodec::<GetOrderRequest, Order>::default();
+    let request = Request::new(GetOrderRequest { order_id });
+    let reply = client
+        .unary(request, PathAndQuery::from_static(GET_ORDER), codec)
+        .await?;
+    Ok(reply.into_inner())
+}
+
 async fn run_demo(addr: SocketAddr, locks: &LockClient) -> Result<(), BoxError> {
     let channel = Endpoint::from_shared(format!("http://{addr}"))?
         .connect()
@@ -210,6 +275,15 @@ async fn run_demo(addr: SocketAddr, locks: &LockClient) -> Result<(), BoxError> 
             reply.order_id, reply.fencing_token
         );
     }
+
+    println!("GetOrder is not locked: order 1 is read at once while customer 42 is busy:");
+    let held = locks.lock("customer_42").await?;
+    let order = get_order(channel.clone(), 1).await?;
+    println!(
+        "  order {}: {} x {} for customer {}, placed under fencing token {}",
+        order.order_id, order.quantity, order.sku, order.customer_id, order.fencing_token
+    );
+    held.release().await?;
 
     println!("customer 7 is busy elsewhere (a lock held for 8 s, beyond the 5 s wait):");
     let held = locks

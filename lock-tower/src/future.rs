@@ -14,7 +14,7 @@ use lock_core::{
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::layer::{Config, OutagePolicy};
+use crate::config::{Config, OutagePolicy};
 use crate::response::{Rejection, ResponseBody};
 
 /// The acquisition: lock-core's one boxed future (its state machine is large and cannot be

@@ -5,10 +5,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::header::HeaderName;
-use http::{Extensions, HeaderMap, Method, Request, Uri};
+use http::Request;
 use lock_core::{KeyTemplate, LockName};
 
-use crate::layer::BuildError;
+use crate::error::BuildError;
+use crate::head::RequestHead;
 
 /// Why no lock name could be made for a request. The request is answered `400 Bad Request`
 /// (`INVALID_ARGUMENT` for gRPC) with this message, and no lock is attempted.
@@ -50,89 +51,11 @@ impl KeyError {
     }
 }
 
-/// What a [key function](crate::LockLayerBuilder::key_fn) sees of a request: its head and
-/// the path parameters of the matched [route](crate::LockLayerBuilder::route).
-///
-/// The body is not available: the lock is taken before the inner service reads it. To key
-/// on a field of the body, decode it in a layer before this one and put the field into the
-/// request extensions, where [`extensions`](Self::extensions) finds it.
-#[derive(Debug)]
-pub struct RequestHead<'a> {
-    method: &'a Method,
-    uri: &'a Uri,
-    headers: &'a HeaderMap,
-    extensions: &'a Extensions,
-    params: &'a [(String, String)],
-}
-
-impl<'a> RequestHead<'a> {
-    pub(crate) fn new<B>(request: &'a Request<B>, params: &'a [(String, String)]) -> Self {
-        Self {
-            method: request.method(),
-            uri: request.uri(),
-            headers: request.headers(),
-            extensions: request.extensions(),
-            params,
-        }
-    }
-
-    /// The request method.
-    pub fn method(&self) -> &'a Method {
-        self.method
-    }
-
-    /// The request URI.
-    pub fn uri(&self) -> &'a Uri {
-        self.uri
-    }
-
-    /// The request headers (gRPC metadata included).
-    pub fn headers(&self) -> &'a HeaderMap {
-        self.headers
-    }
-
-    /// The request extensions.
-    pub fn extensions(&self) -> &'a Extensions {
-        self.extensions
-    }
-
-    /// A path parameter of the matched route, percent-decoded.
-    pub fn path_param(&self, name: &str) -> Option<&'a str> {
-        self.params
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The first query parameter `name`, decoded (`+` and `%XX`).
-    ///
-    /// # Errors
-    /// [`KeyError`] when the value is not valid UTF-8 once decoded.
-    pub fn query_param(&self, name: &str) -> Result<Option<String>, KeyError> {
-        query_param(self.uri.query(), name).map_err(|reason| KeyError::new(name, reason))
-    }
-
-    /// The first value of header `name` as text.
-    ///
-    /// # Errors
-    /// [`KeyError`] when the value is not visible ASCII.
-    pub fn header(&self, name: &str) -> Result<Option<&'a str>, KeyError> {
-        self.headers
-            .get(name)
-            .map(|v| {
-                v.to_str()
-                    .map_err(|_| KeyError::new(name, "is not visible ASCII"))
-            })
-            .transpose()
-    }
-}
-
 /// The signature of a key function.
 pub(crate) type KeyFn =
     Arc<dyn Fn(&RequestHead<'_>) -> Result<LockName, KeyError> + Send + Sync + 'static>;
 
 /// Where a placeholder takes its value.
-#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
     /// `<id>`: the path parameter of the matched route, else the query parameter.
     PathOrQuery(String),
@@ -145,7 +68,6 @@ pub(crate) enum Source {
 }
 
 /// How a layer names the lock of a request.
-#[derive(Clone)]
 pub(crate) enum KeySpec {
     Template {
         template: KeyTemplate,
@@ -190,11 +112,12 @@ impl KeySpec {
         })
     }
 
-    /// The lock name of a request whose matched route gave `params`.
+    /// The lock name of a request whose matched route gave `params` (`None`: no route
+    /// matched).
     pub(crate) fn resolve<B>(
         &self,
         request: &Request<B>,
-        params: &[(String, String)],
+        params: Option<&[(&str, Cow<'_, str>)]>,
     ) -> Result<LockName, KeyError> {
         let head = RequestHead::new(request, params);
         match self {
@@ -228,69 +151,36 @@ fn source_of(template: &str, path: &str) -> Result<Source, BuildError> {
     })
 }
 
+/// The value of the placeholder `path`; errors name the placeholder as written.
 fn resolve_one(head: &RequestHead<'_>, path: &str, source: &Source) -> Result<String, KeyError> {
-    let value = match source {
+    let found = match source {
         Source::PathOrQuery(name) => match head.path_param(name) {
-            Some(v) => Some(v.to_owned()),
-            None => query_param(head.uri.query(), name).map_err(|r| KeyError::new(path, r))?,
+            Some(value) => Ok(Some(Cow::Borrowed(value))),
+            None => head.query_param(name),
         },
-        Source::Path(name) => head.path_param(name).map(str::to_owned),
-        Source::Query(name) => {
-            query_param(head.uri.query(), name).map_err(|r| KeyError::new(path, r))?
-        }
-        Source::Header(name) => match head.headers.get(name) {
-            None => None,
-            Some(v) => Some(
-                v.to_str()
-                    .map_err(|_| KeyError::new(path, "is not visible ASCII"))?
-                    .to_owned(),
-            ),
-        },
+        Source::Path(name) => Ok(head.path_param(name).map(Cow::Borrowed)),
+        Source::Query(name) => head.query_param(name),
+        Source::Header(name) => head.header(name.as_str()).map(|v| v.map(Cow::Borrowed)),
     };
+    let value = found.map_err(|error| KeyError {
+        parameter: path.to_owned(),
+        ..error
+    })?;
     match value {
-        None => Err(KeyError::missing(path)),
         Some(v) if v.trim().is_empty() => Err(KeyError::empty(path)),
-        Some(v) => Ok(v),
-    }
-}
-
-/// The first value of `name` in a query string, decoded as `application/x-www-form-urlencoded`.
-fn query_param(query: Option<&str>, name: &str) -> Result<Option<String>, &'static str> {
-    for pair in query.unwrap_or("").split('&') {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if decode(key, true).as_deref() == Ok(name) {
-            return decode(value, true).map(Some);
-        }
-    }
-    Ok(None)
-}
-
-/// Percent-decodes `text` (and `+` as a space when `plus`), which must then be UTF-8.
-pub(crate) fn decode(text: &str, plus: bool) -> Result<String, &'static str> {
-    if !text.contains(['%', '+']) {
-        return Ok(text.to_owned());
-    }
-    let mut out = Vec::with_capacity(text.len());
-    let mut bytes = text.bytes();
-    while let Some(b) = bytes.next() {
-        match b {
-            b'+' if plus => out.push(b' '),
-            b'%' => {
-                let hex = |b: Option<u8>| b.and_then(|b| (b as char).to_digit(16));
-                let mut peek = bytes.clone();
-                match (hex(peek.next()), hex(peek.next())) {
-                    (Some(hi), Some(lo)) => {
-                        out.push((hi * 16 + lo) as u8);
-                        bytes = peek;
-                    }
-                    // A lone `%` is kept, as browsers and axum do.
-                    _ => out.push(b'%'),
-                }
+        Some(v) => Ok(v.into_owned()),
+        // Likely a layer that should have been given the route: say where it looked.
+        None => Err(match source {
+            Source::PathOrQuery(_) if !head.has_route() => KeyError::new(
+                path,
+                "is missing (no route matched the request path, so it was looked up in the query string only)",
+            ),
+            Source::Path(_) if !head.has_route() => {
+                KeyError::new(path, "is missing (no route matched the request path)")
             }
-            b => out.push(b),
-        }
+            _ => KeyError::missing(path),
+        }),
     }
-    String::from_utf8(out).map_err(|_| "is not valid UTF-8 once percent-decoded")
 }
 
 #[cfg(test)]
@@ -301,7 +191,12 @@ mod tests {
         String::from_utf8(n.as_bytes().to_vec()).unwrap()
     }
 
-    fn resolve(template: &str, uri: &str, params: &[(&str, &str)]) -> Result<String, KeyError> {
+    /// Resolves `template` for `uri`; `params: None` means no route matched.
+    fn resolve(
+        template: &str,
+        uri: &str,
+        params: Option<&[(&str, &str)]>,
+    ) -> Result<String, KeyError> {
         let spec = KeySpec::template(template).unwrap();
         let request = Request::builder()
             .uri(uri)
@@ -309,36 +204,38 @@ mod tests {
             .header("x-bin", http::HeaderValue::from_bytes(b"\xff").unwrap())
             .body(())
             .unwrap();
-        let params: Vec<_> = params
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        spec.resolve(&request, &params).map(|n| name(&n))
+        let params: Option<Vec<_>> =
+            params.map(|p| p.iter().map(|(k, v)| (*k, Cow::Borrowed(*v))).collect());
+        spec.resolve(&request, params.as_deref()).map(|n| name(&n))
     }
 
     #[test]
     fn bare_placeholder_prefers_the_path_then_the_query() {
         assert_eq!(
-            resolve("item_<id>", "/items/7?id=9", &[("id", "7")]).unwrap(),
+            resolve("item_<id>", "/items/7?id=9", Some(&[("id", "7")])).unwrap(),
             "item_7"
         );
-        assert_eq!(resolve("item_<id>", "/items?id=9", &[]).unwrap(), "item_9");
+        assert_eq!(resolve("item_<id>", "/items?id=9", None).unwrap(), "item_9");
+        assert_eq!(
+            resolve("item_<id>", "/items?id=9", Some(&[])).unwrap(),
+            "item_9"
+        );
     }
 
     #[test]
     fn explicit_sources_only_look_where_they_say() {
         assert_eq!(
-            resolve("item_<query.id>", "/items/7?id=9", &[("id", "7")]).unwrap(),
+            resolve("item_<query.id>", "/items/7?id=9", Some(&[("id", "7")])).unwrap(),
             "item_9"
         );
-        let err = resolve("item_<path.id>", "/items?id=9", &[]).unwrap_err();
+        let err = resolve("item_<path.id>", "/items?id=9", Some(&[])).unwrap_err();
         assert_eq!(err.to_string(), "key parameter `path.id` is missing");
         assert_eq!(
-            resolve("t_<header.x-tenant>:<id>", "/?id=1", &[]).unwrap(),
+            resolve("t_<header.x-tenant>:<id>", "/?id=1", None).unwrap(),
             "t_acme%20corp:1"
         );
         assert_eq!(
-            resolve("t_<header.X-Tenant>", "/", &[]).unwrap(),
+            resolve("t_<header.X-Tenant>", "/", None).unwrap(),
             "t_acme%20corp"
         );
     }
@@ -346,33 +243,56 @@ mod tests {
     #[test]
     fn values_are_decoded_then_encoded_so_names_cannot_collide() {
         // `a:b` + `c` and `a` + `b:c` must not render the same name.
-        let one = resolve("<a>:<b>", "/?a=x%3Ay&b=z", &[]).unwrap();
-        let two = resolve("<a>:<b>", "/?a=x&b=y%3Az", &[]).unwrap();
+        let one = resolve("<a>:<b>", "/?a=x%3Ay&b=z", None).unwrap();
+        let two = resolve("<a>:<b>", "/?a=x&b=y%3Az", None).unwrap();
         assert_ne!(one, two);
         assert_eq!(one, "x%3Ay:z");
-        assert_eq!(resolve("<q>", "/?q=a+b%2Bc", &[]).unwrap(), "a%20b%2Bc");
-        assert_eq!(resolve("<q>", "/?q=%", &[]).unwrap(), "%25");
-        assert_eq!(resolve("<id>", "/", &[("id", "é/")]).unwrap(), "%C3%A9%2F");
+        assert_eq!(resolve("<q>", "/?q=a+b%2Bc", None).unwrap(), "a%20b%2Bc");
+        assert_eq!(resolve("<q>", "/?q=%", None).unwrap(), "%25");
+        assert_eq!(
+            resolve("<id>", "/", Some(&[("id", "é/")])).unwrap(),
+            "%C3%A9%2F"
+        );
     }
 
     #[test]
     fn missing_empty_and_invalid_values_name_the_parameter() {
-        let missing = resolve("item_<id>", "/items", &[]).unwrap_err();
+        let missing = resolve("item_<id>", "/items", Some(&[])).unwrap_err();
         assert_eq!(missing, KeyError::missing("id"));
         assert_eq!(missing.to_string(), "key parameter `id` is missing");
-        let empty = resolve("item_<id>", "/items?id=", &[]).unwrap_err();
+        let empty = resolve("item_<id>", "/items?id=", None).unwrap_err();
         assert_eq!(empty.to_string(), "key parameter `id` is empty");
-        let blank = resolve("item_<id>", "/items?id=+", &[]).unwrap_err();
+        let blank = resolve("item_<id>", "/items?id=+", None).unwrap_err();
         assert_eq!(blank.parameter(), "id");
-        let bad = resolve("item_<id>", "/items?id=%FF", &[]).unwrap_err();
+        let bad = resolve("item_<query.id>", "/items?id=%FF", None).unwrap_err();
+        assert_eq!(bad.parameter(), "query.id");
         assert!(bad.reason().contains("UTF-8"), "{bad}");
-        let header = resolve("<header.x-bin>", "/", &[]).unwrap_err();
+        let header = resolve("<header.x-bin>", "/", None).unwrap_err();
         assert_eq!(
             header.to_string(),
             "key parameter `header.x-bin` is not visible ASCII"
         );
-        let absent = resolve("<header.x-none>", "/", &[]).unwrap_err();
+        let absent = resolve("<header.x-none>", "/", None).unwrap_err();
         assert_eq!(absent, KeyError::missing("header.x-none"));
+    }
+
+    /// A layer without the route falls back to the query: the 400 says so, not just
+    /// "missing" for a parameter that is plainly in the path.
+    #[test]
+    fn missing_values_without_a_route_say_where_they_were_looked_up() {
+        let err = resolve("item_<id>", "/items/7/buy", None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "key parameter `id` is missing (no route matched the request path, so it was \
+             looked up in the query string only)"
+        );
+        let err = resolve("item_<path.id>", "/items/7/buy", None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "key parameter `path.id` is missing (no route matched the request path)"
+        );
+        let err = resolve("item_<query.id>", "/items/7/buy", None).unwrap_err();
+        assert_eq!(err, KeyError::missing("query.id"));
     }
 
     #[test]
@@ -404,19 +324,14 @@ mod tests {
             .header("x-tenant", "t")
             .body(())
             .unwrap();
-        let params = [("id".to_owned(), "5".to_owned())];
-        assert_eq!(name(&spec.resolve(&request, &params).unwrap()), "t/5/POST");
+        let params = [("id", Cow::Borrowed("5"))];
         assert_eq!(
-            spec.resolve(&request, &[]).unwrap_err(),
+            name(&spec.resolve(&request, Some(&params)).unwrap()),
+            "t/5/POST"
+        );
+        assert_eq!(
+            spec.resolve(&request, None).unwrap_err(),
             KeyError::missing("id")
         );
-    }
-
-    #[test]
-    fn decode_handles_plus_and_bad_escapes() {
-        assert_eq!(decode("a+b", false).unwrap(), "a+b");
-        assert_eq!(decode("a+b", true).unwrap(), "a b");
-        assert_eq!(decode("%41%4", true).unwrap(), "A%4");
-        assert!(decode("%C3", false).is_err());
     }
 }

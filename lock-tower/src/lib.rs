@@ -22,7 +22,9 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = lock_core::LockClient::new("redis://127.0.0.1:6379")?;
 //! let lock = DistributedLockLayer::builder(client)
-//!     .route("/items/{id}/buy") // the same template as the route: `<id>` is its `{id}`
+//!     // The route's template, so that `<id>` is its `{id}` (not needed with the `axum`
+//!     // feature, see "Routes and path parameters").
+//!     .route("/items/{id}/buy")
 //!     .key("item_<id>")
 //!     .wait(Duration::from_secs(2))
 //!     .build()?;
@@ -62,23 +64,123 @@
 //!
 //! | placeholder | value |
 //! | --- | --- |
-//! | `<id>` | the path parameter `id` of the matched route, else the query parameter `id` |
-//! | `<path.id>` | the path parameter `id` (checked against every route when the layer is built) |
+//! | `<id>` | the path parameter `id` of the matched route (below), else the query parameter `id` |
+//! | `<path.id>` | the path parameter `id` (checked against the layer's routes when it is built) |
 //! | `<query.id>` | the query parameter `id` (`+` and `%XX` decoded) |
 //! | `<header.x-tenant>` | the header or gRPC metadata `x-tenant` |
 //!
 //! Values are percent-encoded into the name, so two different requests never share a lock
-//! by accident (`a:b` + `c` and `a` + `b:c` give different names). For anything else (a
-//! value an authentication layer stored in the extensions, say), give a
-//! [key function](LockLayerBuilder::key_fn). The body is not read: the lock is taken before
-//! the inner service consumes it; decode a body field in a layer before this one and hand it
-//! over in the extensions.
+//! by accident (`a:b` + `c` and `a` + `b:c` give different names). For anything else in the
+//! request head (a value an authentication layer stored in the extensions, say), give a
+//! [key function](LockLayerBuilder::key_fn). Neither sees the body: see
+//! [locking on a field of the body](#locking-on-a-field-of-the-body).
 //!
-//! **Why routes are given to the layer.** axum's matched route and path parameters are
-//! private to axum, and tonic has none; a [`route`](LockLayerBuilder::route) template (axum's
-//! own syntax, matched with `matchit` as axum does) works the same for axum, tonic and plain
-//! tower, selects the locked routes on a whole router, and lets the builder check
-//! `<path.x>` placeholders before the server starts.
+//! # Routes and path parameters
+//!
+//! Path parameters come from a route template in axum's syntax (`/items/{id}/buy`, matched
+//! with `matchit` as axum matches them):
+//!
+//! - The layer's own [routes](LockLayerBuilder::route). They also select the locked
+//!   requests (the others pass through), work the same for axum, tonic and plain tower, and
+//!   let the builder check `<path.x>` placeholders before the server starts.
+//! - Without routes of its own, with the **`axum` feature**: the route axum matched. axum
+//!   puts it into the request extensions (`axum::extract::MatchedPath`) before the
+//!   layers that run after routing, `Router::route_layer` and `Router::layer`, so the
+//!   template need not be repeated:
+//!   `.route("/items/{id}/buy", post(buy)).route_layer(DistributedLockLayer::new(client, "item_<id>")?)`.
+//!   Each template is compiled once per layer and kept. (axum's parsed parameters are
+//!   private to it; the feature turns on axum's `matched-path` and `original-uri` features,
+//!   which are among its defaults.)
+//!
+//! Otherwise there are no path parameters: `<id>` is looked up in the query string only,
+//! and a request without it is answered `400` saying so (``key parameter `id` is missing (no
+//! route matched the request path, so it was looked up in the query string only)``).
+//!
+//! `Router::nest("/api", inner)` strips `/api` from the URI before `inner`'s routes and
+//! layers run. The layer's own routes are matched against the path the layer sees: for a
+//! layer inside `inner`, write them without the prefix (`/items/{id}/buy`); for one on the
+//! outer router, with it. With the `axum` feature and no routes of its own, there is
+//! nothing to adjust: axum's matched route keeps the prefix and is matched against the
+//! original URI, so parameters of the prefix (`nest("/shops/{shop}", …)` → `<shop>`) are
+//! available too.
+//!
+//! # Locking on a field of the body
+//!
+//! The layer takes the lock before the inner service reads the body, and it does not buffer
+//! bodies: a key sees only the request head. To lock on a field of the body, take the lock
+//! in the handler, after the body is decoded, with `#[distributed_lock]` (lock-core's
+//! `macros` feature). Names bound by the handler's parameter patterns are template
+//! parameters, so `Json(order): Json<PlaceOrder>` gives `<order.customer_id>`:
+//!
+//! ```no_run
+//! use axum::{extract::State, routing::post, Json, Router};
+//! use lock_core::{distributed_lock, LockClient, LockError};
+//!
+//! #[derive(Clone)]
+//! struct App {
+//!     locks: LockClient,
+//! }
+//!
+//! #[derive(serde::Deserialize)]
+//! struct PlaceOrder {
+//!     customer_id: u64,
+//!     sku: String,
+//! }
+//!
+//! /// Implements `From<LockError>` (the macro returns lock failures as `Err(e.into())`) and
+//! /// `IntoResponse` (409 for `e.is_wait_timeout()`, 503 for `e.is_unavailable()`, …).
+//! struct ApiError(LockError);
+//! # impl From<LockError> for ApiError {
+//! #     fn from(e: LockError) -> Self { ApiError(e) }
+//! # }
+//! # impl axum::response::IntoResponse for ApiError {
+//! #     fn into_response(self) -> axum::response::Response {
+//! #         (axum::http::StatusCode::CONFLICT, self.0.to_string()).into_response()
+//! #     }
+//! # }
+//!
+//! #[distributed_lock(key = "customer_<order.customer_id>", client = app.locks, wait = "2s")]
+//! async fn place_order(
+//!     State(app): State<App>,
+//!     Json(order): Json<PlaceOrder>,
+//! ) -> Result<String, ApiError> {
+//!     // Runs while `customer_<id>` is held; `lock_core::current_lock()` has the token.
+//!     Ok(format!("{} for customer {}", order.sku, order.customer_id))
+//! }
+//!
+//! # fn demo(locks: LockClient) {
+//! let app: Router = Router::new()
+//!     .route("/orders", post(place_order))
+//!     .with_state(App { locks });
+//! # let _ = app; }
+//! ```
+//!
+//! A tonic method returns `Result<Response<_>, Status>`, and `Status` cannot implement
+//! `From<LockError>` in your crate: decode the message, then call a locked method that
+//! returns your own error type, converted to a `Status` with `?`:
+//!
+//! ```ignore
+//! #[tonic::async_trait]
+//! impl Orders for OrderService {
+//!     async fn place_order(
+//!         &self,
+//!         request: Request<PlaceOrderRequest>,
+//!     ) -> Result<Response<PlaceOrderReply>, Status> {
+//!         Ok(Response::new(self.place(request.into_inner()).await?))
+//!     }
+//! }
+//!
+//! impl OrderService {
+//!     // `OrderError: From<LockError>`, and `Status: From<OrderError>` (ABORTED when busy).
+//!     #[distributed_lock(key = "customer_<order.customer_id>", client = self.locks)]
+//!     async fn place(&self, order: PlaceOrderRequest) -> Result<PlaceOrderReply, OrderError> {
+//!         // …
+//!     }
+//! }
+//! ```
+//!
+//! The handler's own error type then answers for a busy lock or an unreachable Redis; the
+//! layer's [answers](#answers), `Retry-After` and [`LockInfo`] extension do not apply.
 //!
 //! # Answers
 //!
@@ -106,7 +208,10 @@
 //! - The lock is taken when the request's response future is first polled, and held until
 //!   the inner service's response future completes. It is released then, before the
 //!   response is handed on, so a client that sends its next request at once does not find
-//!   its own lock.
+//!   its own lock. The response therefore waits for the release's Redis round trip, at most
+//!   the client's [command timeout](lock_core::LockClientBuilder::command_timeout) (2 s by
+//!   default); a release that fails or times out is logged and the response goes out
+//!   anyway (the lock then ends with its lease).
 //! - Dropping the response future releases the lock at once in the background: a client
 //!   that disconnects, or a timeout layer that gives up, never leaves a lock behind.
 //! - Streaming bodies: the lock covers producing the response head, not streaming the
@@ -120,9 +225,21 @@
 //!   [`lock_core::current_lock`] set: a handler, or a `#[distributed_lock]` function it calls,
 //!   that takes the same lock again re-enters it instead of waiting for itself.
 //!
+//! # Readiness, and where to put other layers
+//!
+//! `poll_ready` is the inner service's, and the service made ready goes with the request
+//! (tower's clone-and-swap idiom); it is called once the lock is held. So a request waiting
+//! for a busy lock keeps what the inner service reserved for it in `poll_ready` for the
+//! whole [wait](LockLayerBuilder::wait). That matters for layers that reserve capacity
+//! there, such as `tower::limit::ConcurrencyLimit` (a permit) and `tower::buffer::Buffer`
+//! (a queue slot): *inside* this layer, requests queued on one busy key hold them, and ten
+//! waiters fill a `concurrency_limit(10)` and stall every other key. Put such layers
+//! *outside* this one (before it in a `ServiceBuilder`, whose first layer is the outermost),
+//! where they bound the waiting requests too, or keep the wait short.
+//!
 //! # Cost
 //!
-//! `poll_ready` is the inner service's. [`ResponseFuture`] is a state machine (acquiring →
+//! [`ResponseFuture`] is a state machine (acquiring →
 //! calling → releasing) whose calling state holds the inner service's future, inside the
 //! request's [`OwnerScope`](lock_core::OwnerScope) and with
 //! [`current_lock`](lock_core::current_lock) set ([`InScope`](lock_core::InScope),
@@ -134,26 +251,41 @@
 //!   script arguments);
 //! - the request's owner scope (an `Arc`, and its entry for the held lock) and the hold's
 //!   shared state (an `Arc`);
+//! - the name: one `String` per placeholder value (and for a path parameter or query value
+//!   that needed percent-decoding), the route's parameter list if it has parameters, and
+//!   the name itself;
+//! - the metrics family, copied into each lock request when it is the key template (a
+//!   `&'static str` given to [`family`](LockLayerBuilder::family) is not copied);
 //! - two copies of the lock's name: the [`LockInfo`] that `current_lock` answers and the one
 //!   in the request's extensions (and the extensions map, if the request had none);
 //! - one spawned task that deletes the lock in Redis (it runs even if the future is dropped);
 //!
 //! beside at least two Redis round trips (acquire, release) and the client's own buffers.
 //! The lost watch allocates nothing (a timer and a wait on the hold's cancellation token).
-//! Requests that match no route, or whose key is invalid, allocate nothing.
+//! Requests that match no route pass through without allocating; a request whose key is
+//! invalid allocates only its answer. With the `axum` feature, finding the matched route's
+//! compiled template takes a read lock on a small map (a write lock the first time a
+//! template is seen).
 //!
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod config;
+mod error;
 mod future;
+mod head;
 mod key;
 mod layer;
 mod response;
+mod route;
 mod service;
 
+pub use config::OutagePolicy;
+pub use error::BuildError;
 pub use future::ResponseFuture;
-pub use key::{KeyError, RequestHead};
-pub use layer::{BuildError, DistributedLockLayer, LockLayerBuilder, OutagePolicy};
+pub use head::RequestHead;
+pub use key::KeyError;
+pub use layer::{DistributedLockLayer, LockLayerBuilder};
 pub use lock_core::{LockInfo, OnLost};
 pub use response::{Rejection, RejectionKind, ResponseBody};
 pub use service::DistributedLock;

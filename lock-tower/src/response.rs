@@ -303,30 +303,54 @@ mod tests {
         (response.status(), response.headers().clone())
     }
 
+    fn wait_timeout(remaining_ttl: Option<Duration>) -> LockError {
+        LockError::WaitTimeout {
+            name: "item_7".into(),
+            waited: Duration::from_millis(200),
+            remaining_ttl,
+            holder: None,
+        }
+    }
+
     #[test]
-    fn busy_is_409_with_retry_after_rounded_up() {
-        // Built by hand: `LockError::WaitTimeout` may grow fields.
-        let r = Rejection {
-            kind: RejectionKind::Busy,
-            grpc: false,
-            message: "lock `item_7` is held by another owner".into(),
-            retry_after: Some(retry_after(Some(Duration::from_millis(1200)))),
-            key_error: None,
-            lock_error: None,
-        };
+    fn busy_is_409_with_retry_after_from_the_holders_ttl_rounded_up() {
+        let r = Rejection::from_lock_error(wait_timeout(Some(Duration::from_millis(1200))), false);
+        assert_eq!(r.kind(), RejectionKind::Busy);
+        assert_eq!(r.retry_after(), Some(Duration::from_secs(2)));
         let (status, headers) = headers(&r);
         assert_eq!(status, StatusCode::CONFLICT);
         assert_eq!(headers[RETRY_AFTER], "2");
-        assert!(r.default_response().body().contains("item_7"));
-        assert_eq!(retry_after(None), Duration::from_secs(1));
-        assert_eq!(
-            retry_after(Some(Duration::from_millis(3000))),
-            Duration::from_secs(3)
-        );
-        assert_eq!(
-            retry_after(Some(Duration::from_millis(1))),
-            Duration::from_secs(1)
-        );
+        assert!(r.default_response().body().contains("`item_7`"));
+        assert!(r.lock_error().is_some_and(LockError::is_wait_timeout));
+        for (ttl, secs) in [(None, 1), (Some(1), 1), (Some(3000), 3), (Some(19_001), 20)] {
+            let ttl = ttl.map(Duration::from_millis);
+            let r = Rejection::from_lock_error(wait_timeout(ttl), false);
+            assert_eq!(r.retry_after(), Some(Duration::from_secs(secs)), "{ttl:?}");
+        }
+        let grpc = Rejection::from_lock_error(wait_timeout(None), true).default_response();
+        assert_eq!(grpc.headers()["grpc-status"], "10");
+        assert!(!grpc.headers().contains_key(RETRY_AFTER));
+    }
+
+    #[test]
+    fn other_lock_errors_have_no_retry_after() {
+        let lost = LockError::Lost {
+            name: "item_7".into(),
+            reason: "the key was gone",
+        };
+        let r = Rejection::from_lock_error(lost, false);
+        assert_eq!(r.kind(), RejectionKind::Lost);
+        assert_eq!(r.retry_after(), None);
+        let (status, headers) = headers(&r);
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!headers.contains_key(RETRY_AFTER));
+        let timeout = LockError::Timeout {
+            name: "item_7".into(),
+            after: Duration::from_secs(2),
+        };
+        let r = Rejection::from_lock_error(timeout, true);
+        assert_eq!(r.kind(), RejectionKind::Unavailable);
+        assert_eq!(r.default_response().headers()["grpc-status"], "14");
     }
 
     #[test]

@@ -8,8 +8,9 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
+use crate::config::{Config, Plan};
 use crate::future::ResponseFuture;
-use crate::layer::{Config, DistributedLockLayer, Plan};
+use crate::layer::DistributedLockLayer;
 use crate::response::{is_grpc, Rejection, ResponseBody};
 
 /// Takes one distributed lock per request around an inner service; made by
@@ -230,7 +231,7 @@ mod tests {
         assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(
             text(response.into_body()).await,
-            r#"{"error":"key parameter `id` is missing"}"#
+            r#"{"error":"key parameter `id` is missing (no route matched the request path, so it was looked up in the query string only)"}"#
         );
     }
 }

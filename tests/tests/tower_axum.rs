@@ -6,18 +6,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, Response, StatusCode};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use distlock_tests::locks::{self, exists, lock_key, wait_gone, GENEROUS};
 use distlock_tests::RedisServer;
 use lock_core::{LockClient, LockInfo};
-use lock_tower::{DistributedLockLayer, OutagePolicy};
+use lock_tower::{DistributedLockLayer, KeyError, OnLost, OutagePolicy, RejectionKind};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers: serving a router, a minimal HTTP/1.1 client.
@@ -37,18 +37,27 @@ struct Reply {
     body: String,
 }
 
-fn request_text(method: &str, path: &str) -> String {
+fn request_text(method: &str, path: &str, headers: &[(&str, &str)]) -> String {
+    let headers: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     format!(
-        "{method} {path} HTTP/1.1\r\nhost: test\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nhost: test\r\n{headers}content-length: 0\r\nconnection: close\r\n\r\n"
     )
 }
 
 /// Sends one request on a fresh connection and reads the whole reply.
 async fn send(addr: SocketAddr, method: &str, path: &str) -> Reply {
+    send_with(addr, method, path, &[]).await
+}
+
+/// [`send`] with extra request headers.
+async fn send_with(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await.expect("connect");
         stream
-            .write_all(request_text(method, path).as_bytes())
+            .write_all(request_text(method, path, headers).as_bytes())
             .await
             .expect("write");
         let mut raw = Vec::new();
@@ -195,16 +204,11 @@ async fn ok_handler() -> &'static str {
     "ok"
 }
 
-/// A busy lock answers 409 with a Retry-After derived from the holder's remaining lease.
+/// A busy lock answers 409 with `Retry-After` = the holder's remaining lease, rounded up:
+/// two holders with different leases give different values, so it is not a constant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn busy_lock_answers_409_with_retry_after() {
+async fn busy_lock_answers_409_with_retry_after_from_the_holders_ttl() {
     let server = RedisServer::start();
-    let holder = locks::client(&server.url());
-    let guard = holder
-        .lock("item_7")
-        .lease(Duration::from_secs(20))
-        .await
-        .expect("holder locks");
     let layer = item_layer(locks::client(&server.url()), Duration::from_millis(200));
     let addr = serve(
         Router::new()
@@ -212,13 +216,29 @@ async fn busy_lock_answers_409_with_retry_after() {
             .route_layer(layer),
     )
     .await;
-    let reply = send(addr, "POST", "/items/7/buy").await;
-    assert_eq!(reply.status, 409, "{reply:?}");
-    let retry: u64 = reply.headers["retry-after"].parse().expect("whole seconds");
-    assert!((1..=20).contains(&retry), "retry-after {retry}");
-    assert!(reply.body.contains("item_7"), "{reply:?}");
-    guard.release().await.unwrap();
-    assert_eq!(send(addr, "POST", "/items/7/buy").await.status, 200);
+    let holder = locks::client(&server.url());
+    for (item, lease) in [(7, 20), (8, 8)] {
+        let started = tokio::time::Instant::now();
+        let guard = holder
+            .lock(format!("item_{item}"))
+            .lease(Duration::from_secs(lease))
+            .await
+            .expect("holder locks");
+        let reply = send(addr, "POST", &format!("/items/{item}/buy")).await;
+        // The TTL Redis reported lies between `lease - elapsed` and `lease`.
+        let elapsed = started.elapsed().as_secs_f64();
+        assert_eq!(reply.status, 409, "{reply:?}");
+        let retry: u64 = reply.headers["retry-after"].parse().expect("whole seconds");
+        let lowest = (lease as f64 - elapsed).floor() as u64;
+        assert!(
+            (lowest..=lease).contains(&retry),
+            "item {item}: retry-after {retry}, lease {lease} s, {elapsed:.2} s elapsed"
+        );
+        assert!(reply.body.contains(&format!("item_{item}")), "{reply:?}");
+        guard.release().await.unwrap();
+        let reply = send(addr, "POST", &format!("/items/{item}/buy")).await;
+        assert_eq!(reply.status, 200, "{reply:?}");
+    }
 }
 
 /// A missing key parameter answers 400 naming it, and no lock is attempted.
@@ -301,7 +321,7 @@ async fn client_disconnect_releases_the_lock_within_a_second() {
     .await;
     let mut stream = TcpStream::connect(addr).await.unwrap();
     stream
-        .write_all(request_text("POST", "/items/7/buy").as_bytes())
+        .write_all(request_text("POST", "/items/7/buy", &[]).as_bytes())
         .await
         .unwrap();
     tokio::time::timeout(GENEROUS, entered.notified())
@@ -414,4 +434,208 @@ async fn whole_router_layer_locks_only_its_routes() {
     assert_eq!(send(addr, "GET", "/health").await.status, 200);
     assert_eq!(send(addr, "POST", "/items/7/buy").await.status, 409);
     assert_eq!(send(addr, "GET", "/nothing").await.status, 404);
+}
+
+/// With the `axum` feature, a `route_layer` without `.route(…)` takes `<id>` from axum's
+/// matched route (it used to look in the query string only: every request got 400), also
+/// under `Router::nest` with a parameter in the prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route_layer_without_routes_reads_axums_matched_route() {
+    let server = RedisServer::start();
+    let client = locks::client(&server.url());
+    let holder = locks::client(&server.url());
+    let name = post(|Extension(info): Extension<LockInfo>| async move { info.name().to_string() });
+    let layer = |key: &str| {
+        DistributedLockLayer::builder(client.clone())
+            .key(key)
+            .wait(Duration::ZERO)
+            .build()
+            .unwrap()
+    };
+    let shops = Router::new()
+        .route("/items/{id}", name.clone())
+        .route_layer(layer("shop_<shop>:item_<id>"));
+    let app = Router::new()
+        .route("/items/{id}/buy", name)
+        .route_layer(layer("item_<id>"))
+        .nest("/shops/{shop}", shops);
+    let addr = serve(app).await;
+    let reply = send(addr, "POST", "/items/7/buy").await;
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (200, "item_7"),
+        "{reply:?}"
+    );
+    let reply = send(addr, "POST", "/shops/3/items/7").await;
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (200, "shop_3:item_7"),
+        "{reply:?}"
+    );
+    // The name is really locked: a holder of `item_8` makes the request busy.
+    let _guard = holder.lock("item_8").await.unwrap();
+    assert_eq!(send(addr, "POST", "/items/8/buy").await.status, 409);
+}
+
+/// A key function through a real router: its name (from a header and the route's path
+/// parameter) is the one locked, and its own `KeyError` answers 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_function_names_the_lock() {
+    let server = RedisServer::start();
+    let mut redis = server.conn().await;
+    let holder = locks::client(&server.url());
+    let layer = DistributedLockLayer::builder(locks::client(&server.url()))
+        .route("/tenants/{tenant}/jobs")
+        .key_fn(|head| {
+            let user = head.header("x-user")?.ok_or(KeyError::missing("x-user"))?;
+            let tenant = head.path_param("tenant").expect("the route has {tenant}");
+            Ok(format!("jobs_{tenant}:{user}").into())
+        })
+        .wait(Duration::ZERO)
+        .build()
+        .unwrap();
+    let name = post(|Extension(info): Extension<LockInfo>| async move { info.name().to_string() });
+    let addr = serve(
+        Router::new()
+            .route("/tenants/{tenant}/jobs", name)
+            .route_layer(layer),
+    )
+    .await;
+    let alice = [("x-user", "alice")];
+    let reply = send_with(addr, "POST", "/tenants/acme/jobs", &alice).await;
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (200, "jobs_acme:alice"),
+        "{reply:?}"
+    );
+    wait_gone(&mut redis, &lock_key("jobs_acme:alice"), GENEROUS).await;
+    let _guard = holder.lock("jobs_acme:bob").await.unwrap();
+    let bob = [("x-user", "bob")];
+    let reply = send_with(addr, "POST", "/tenants/acme/jobs", &bob).await;
+    assert_eq!(reply.status, 409, "{reply:?}");
+    let reply = send_with(addr, "POST", "/tenants/acme/jobs", &alice).await;
+    assert_eq!(reply.status, 200, "another user is not blocked: {reply:?}");
+    let reply = send(addr, "POST", "/tenants/acme/jobs").await;
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (400, "key parameter `x-user` is missing\n")
+    );
+}
+
+/// With `OnLost::Continue`, a handler whose lock is deleted externally runs to the end and
+/// its own answer goes out; the same deletion aborts an `OnLost::Abort` sibling with 503
+/// (same client, so the same renewal round sees both losses).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_lock_with_on_lost_continue_lets_the_handler_answer() {
+    let server = RedisServer::start();
+    let mut redis = server.conn().await;
+    // A 3 s lease: the watchdog checks the holds every second.
+    let client = locks::builder(&server.url())
+        .lease(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let (entered_tx, mut entered) = mpsc::unbounded_channel();
+    let (go, go_rx) = watch::channel(false);
+    let handler = post(move |Path(id): Path<String>| {
+        let (entered_tx, mut go_rx) = (entered_tx.clone(), go_rx.clone());
+        async move {
+            entered_tx.send(id.clone()).unwrap();
+            let _ = tokio::time::timeout(GENEROUS, go_rx.wait_for(|go| *go)).await;
+            format!("finished {id}")
+        }
+    });
+    let layer = |prefix: &str, on_lost| {
+        DistributedLockLayer::builder(client.clone())
+            .key(format!("{prefix}_<id>"))
+            .on_lost(on_lost)
+            .build()
+            .unwrap()
+    };
+    let app = Router::new()
+        .route(
+            "/abort/{id}",
+            handler.clone().route_layer(layer("a", OnLost::Abort)),
+        )
+        .route(
+            "/continue/{id}",
+            handler.route_layer(layer("c", OnLost::Continue)),
+        );
+    let addr = serve(app).await;
+    let aborted = tokio::spawn(send(addr, "POST", "/abort/1"));
+    let continued = tokio::spawn(send(addr, "POST", "/continue/1"));
+    for _ in 0..2 {
+        let id = tokio::time::timeout(GENEROUS, entered.recv()).await;
+        assert!(id.expect("both handlers run").is_some());
+    }
+    let deleted: u32 = redis
+        .del(&[lock_key("a_1"), lock_key("c_1")])
+        .await
+        .unwrap();
+    assert_eq!(deleted, 2);
+    let reply = tokio::time::timeout(GENEROUS, aborted)
+        .await
+        .expect("the abort request ends once the loss is seen")
+        .unwrap();
+    assert_eq!(reply.status, 503, "{reply:?}");
+    assert!(reply.body.contains("lost"), "{reply:?}");
+    assert!(
+        !continued.is_finished(),
+        "continue keeps running after the loss"
+    );
+    go.send_replace(true);
+    let reply = continued.await.unwrap();
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (200, "finished 1"),
+        "{reply:?}"
+    );
+}
+
+/// A custom rejection replaces the busy 409: a 429 with a JSON body, built from the
+/// rejection's kind and Retry-After; other answers keep their defaults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_rejection_replaces_the_busy_answer() {
+    let server = RedisServer::start();
+    let layer = DistributedLockLayer::builder(locks::client(&server.url()))
+        .key("item_<id>")
+        .wait(Duration::from_millis(200))
+        .on_rejection(|rejection| {
+            if rejection.kind() != RejectionKind::Busy {
+                return rejection.default_response();
+            }
+            let retry = rejection.retry_after().expect("busy has one").as_secs();
+            Response::builder()
+                .status(StatusCode::TOO_MANY_REQUESTS)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(format!(r#"{{"error":"busy","retry_after":{retry}}}"#))
+                .unwrap()
+        })
+        .build()
+        .unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/items/{id}/buy", post(ok_handler))
+            .route("/buy", post(ok_handler))
+            .route_layer(layer),
+    )
+    .await;
+    let holder = locks::client(&server.url());
+    let guard = holder
+        .lock("item_7")
+        .lease(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let reply = send(addr, "POST", "/items/7/buy").await;
+    assert_eq!(reply.status, 429, "{reply:?}");
+    assert_eq!(reply.headers["content-type"], "application/json");
+    let retry: u64 = (reply.body)
+        .strip_prefix(r#"{"error":"busy","retry_after":"#)
+        .and_then(|rest| rest.strip_suffix('}'))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("custom body: {reply:?}"));
+    assert!((1..=20).contains(&retry), "{reply:?}");
+    assert!(!reply.headers.contains_key("retry-after"), "{reply:?}");
+    assert_eq!(send(addr, "POST", "/buy").await.status, 400, "default kept");
+    guard.release().await.unwrap();
+    assert_eq!(send(addr, "POST", "/items/7/buy").await.status, 200);
 }

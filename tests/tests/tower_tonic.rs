@@ -39,6 +39,18 @@ struct PlaceOrderReply {
     fencing_token: u64,
 }
 
+#[derive(Clone, PartialEq, prost::Message)]
+struct GetOrderRequest {
+    #[prost(uint64, tag = "1")]
+    order_id: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Order {
+    #[prost(uint64, tag = "1")]
+    order_id: u64,
+}
+
 const PLACE_ORDER: &str = "/orders.Orders/PlaceOrder";
 const GET_ORDER: &str = "/orders.Orders/GetOrder";
 
@@ -49,7 +61,8 @@ type Handler = Arc<
 >;
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// The server side of `orders.Orders`: routes both methods to `handler`.
+/// The server side of `orders.Orders`: `PlaceOrder` calls `handler`; `GetOrder` echoes the
+/// id, and fails if it ran under a lock.
 #[derive(Clone)]
 struct OrdersServer {
     handler: Handler,
@@ -71,17 +84,31 @@ impl tower::Service<axum::http::Request<Body>> for OrdersServer {
     fn call(&mut self, request: axum::http::Request<Body>) -> Self::Future {
         let handler = Arc::clone(&self.handler);
         match request.uri().path() {
-            PLACE_ORDER | GET_ORDER => Box::pin(async move {
+            PLACE_ORDER => Box::pin(async move {
                 let method = tower::service_fn(move |r| handler(r));
-                let mut grpc = tonic::server::Grpc::new(ProstCodec::<
-                    PlaceOrderReply,
-                    PlaceOrderRequest,
-                >::default());
-                Ok(grpc.unary(method, request).await)
+                let codec = ProstCodec::<PlaceOrderReply, PlaceOrderRequest>::default();
+                Ok(tonic::server::Grpc::new(codec).unary(method, request).await)
+            }),
+            GET_ORDER => Box::pin(async move {
+                let method = tower::service_fn(get_order);
+                let codec = ProstCodec::<Order, GetOrderRequest>::default();
+                Ok(tonic::server::Grpc::new(codec).unary(method, request).await)
             }),
             _ => Box::pin(async { Ok(Status::unimplemented("no such method").into_http()) }),
         }
     }
+}
+
+async fn get_order(request: Request<GetOrderRequest>) -> Result<Response<Order>, Status> {
+    if let Some(lock) = request.extensions().get::<LockInfo>() {
+        return Err(Status::internal(format!(
+            "GetOrder ran under {}",
+            lock.name()
+        )));
+    }
+    Ok(Response::new(Order {
+        order_id: request.into_inner().order_id,
+    }))
 }
 
 /// Serves `handler` behind `layer` on a free loopback port.
@@ -109,16 +136,30 @@ async fn connect(addr: SocketAddr) -> tonic::client::Grpc<Channel> {
     tonic::client::Grpc::new(channel)
 }
 
-/// Calls `method` with the metadata `x-order-id: order_id` (none for `None`).
+/// Calls `PlaceOrder` with the metadata `x-order-id: order_id` (none for `None`).
 async fn call(
     client: &tonic::client::Grpc<Channel>,
-    method: &'static str,
     order_id: Option<&str>,
 ) -> Result<PlaceOrderReply, Status> {
-    let mut client = client.clone();
-    let mut request = Request::new(PlaceOrderRequest {
+    let message = PlaceOrderRequest {
         sku: "sku-1".into(),
-    });
+    };
+    unary(client, PLACE_ORDER, message, order_id).await
+}
+
+/// Calls `method` with `message` and the metadata `x-order-id: order_id` (none for `None`).
+async fn unary<Req, Reply>(
+    client: &tonic::client::Grpc<Channel>,
+    method: &'static str,
+    message: Req,
+    order_id: Option<&str>,
+) -> Result<Reply, Status>
+where
+    Req: prost::Message + Send + 'static,
+    Reply: prost::Message + Default + Send + 'static,
+{
+    let mut client = client.clone();
+    let mut request = Request::new(message);
     request.set_timeout(Duration::from_secs(60));
     if let Some(id) = order_id {
         request
@@ -130,7 +171,7 @@ async fn call(
         .unary(
             request,
             PathAndQuery::from_static(method),
-            ProstCodec::<PlaceOrderRequest, PlaceOrderReply>::default(),
+            ProstCodec::<Req, Reply>::default(),
         )
         .await
         .map(Response::into_inner)
@@ -194,7 +235,7 @@ async fn concurrent_calls_for_one_order_serialize() {
     let calls: Vec<_> = (0..30)
         .map(|_| {
             let client = client.clone();
-            tokio::spawn(async move { call(&client, PLACE_ORDER, Some("42")).await })
+            tokio::spawn(async move { call(&client, Some("42")).await })
         })
         .collect();
     let mut tokens = Vec::new();
@@ -220,20 +261,17 @@ async fn busy_order_answers_aborted() {
     )
     .await;
     let client = connect(addr).await;
-    let status = call(&client, PLACE_ORDER, Some("42")).await.unwrap_err();
+    let status = call(&client, Some("42")).await.unwrap_err();
     assert_eq!(status.code(), Code::Aborted, "{status:?}");
     assert!(status.message().contains("order_42"), "{status:?}");
-    assert!(call(&client, PLACE_ORDER, Some("43")).await.is_ok());
-    let unlocked = call(&client, GET_ORDER, Some("42")).await.unwrap();
-    assert_eq!(unlocked.fencing_token, 0, "GetOrder is not locked");
+    assert!(call(&client, Some("43")).await.is_ok());
+    let message = GetOrderRequest { order_id: 42 };
+    let order: Order = unary(&client, GET_ORDER, message, Some("42"))
+        .await
+        .expect("GetOrder is not locked");
+    assert_eq!(order.order_id, 42);
     guard.release().await.unwrap();
-    assert!(
-        call(&client, PLACE_ORDER, Some("42"))
-            .await
-            .unwrap()
-            .fencing_token
-            > 0
-    );
+    assert!(call(&client, Some("42")).await.unwrap().fencing_token > 0);
 }
 
 /// Missing metadata answers INVALID_ARGUMENT naming it, before any lock attempt.
@@ -246,7 +284,7 @@ async fn missing_metadata_answers_invalid_argument() {
     )
     .await;
     let client = connect(addr).await;
-    let status = call(&client, PLACE_ORDER, None).await.unwrap_err();
+    let status = call(&client, None).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert_eq!(
         status.message(),
@@ -271,9 +309,9 @@ async fn redis_down_answers_unavailable() {
     )
     .await;
     let grpc = connect(addr).await;
-    assert!(call(&grpc, PLACE_ORDER, Some("1")).await.is_ok());
+    assert!(call(&grpc, Some("1")).await.is_ok());
     server.kill();
-    let status = call(&grpc, PLACE_ORDER, Some("1")).await.unwrap_err();
+    let status = call(&grpc, Some("1")).await.unwrap_err();
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
 }
 
@@ -295,7 +333,7 @@ async fn lost_lock_answers_aborted() {
         })
     });
     let client = connect(serve(layer, handler).await).await;
-    let status = call(&client, PLACE_ORDER, Some("42")).await.unwrap_err();
+    let status = call(&client, Some("42")).await.unwrap_err();
     assert_eq!(status.code(), Code::Aborted, "{status:?}");
     assert!(status.message().contains("lost"), "{status:?}");
 }

@@ -1,0 +1,51 @@
+//! [`BuildError`]: why a layer could not be built.
+
+use std::time::Duration;
+
+use lock_core::{LockClientBuilder, TemplateError};
+
+/// Why a layer could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No [`key`](crate::LockLayerBuilder::key) or [`key_fn`](crate::LockLayerBuilder::key_fn)
+    /// was given.
+    #[error("no lock key: call .key(\"item_<id>\") or .key_fn(…) on the builder")]
+    NoKey,
+    /// The key template does not parse.
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    /// A placeholder names no known source.
+    #[error("key template {template:?}: placeholder `<{placeholder}>` has no known source (use `<name>`, `<path.<name>>`, `<query.<name>>` or `<header.<name>>`)")]
+    UnknownSource {
+        /// The template.
+        template: String,
+        /// The placeholder path.
+        placeholder: String,
+    },
+    /// A route template was rejected by the router (`matchit`, as axum uses).
+    #[error("route {route:?}: {reason}")]
+    Route {
+        /// The route template.
+        route: String,
+        /// What the router said.
+        reason: String,
+    },
+    /// A `<path.…>` placeholder names a parameter a route does not have.
+    #[error("key placeholder `<path.{param}>`: route {route:?} has no `{{{param}}}` parameter")]
+    MissingPathParam {
+        /// The route template.
+        route: String,
+        /// The parameter.
+        param: String,
+    },
+    /// The lease is below [`LockClientBuilder::MIN_LEASE`].
+    #[error(
+        "lease {lease:?} is below the minimum of {:?}",
+        LockClientBuilder::MIN_LEASE
+    )]
+    Lease {
+        /// The lease given.
+        lease: Duration,
+    },
+}
