@@ -3,7 +3,7 @@
 //! The grammar is lock-core's (`lock_core::KeyTemplate`, whose docs state it and argue why
 //! rendering is injective), checked here so that a bad template fails the build instead of
 //! the first call. A proc-macro cannot call lock-core (lock-core depends on this crate), so
-//! [`split`] is a copy of its parser; the tests run both on the same templates.
+//! `split` is a copy of its parser; the tests run both on the same templates.
 //!
 //! The first segment of a path names a binding of the function: a parameter, a name bound
 //! inside a parameter's pattern (`Path(id): Path<u64>`), or `self`. The other segments are
@@ -399,13 +399,14 @@ mod tests {
             .map(char::from)
             .chain(['é', '\u{7ff}', '\u{ffff}', '\u{10ffff}'])
             .map(|c| format!("<a>{c}{c}<b>"));
-        let mut accepted = 0;
+        let (mut accepted, mut total) = (0, 0);
         for template in table.map(str::to_owned).into_iter().chain(between) {
             let ours = our_split(&template);
             assert_eq!(ours, lock_core_split(&template), "{template:?}");
             accepted += usize::from(ours.is_ok());
+            total += 1;
         }
-        assert!(accepted > 20 && accepted < 120, "{accepted}");
+        assert!(0 < accepted && accepted < total, "{accepted} of {total}");
         assert_eq!(
             split("a<<b<order.id>:<header.x-tenant>").unwrap(),
             [
