@@ -4,13 +4,16 @@
 //! - `<path>` is a placeholder; a path is one or more segments of letters, digits, `_` and
 //!   `-`, joined by `.` (`<id>`, `<order.id>`, `<header.x-tenant>`);
 //! - `<<` is a literal `<`; any other character is literal;
-//! - two placeholders must be separated by at least one character that is not a letter,
-//!   digit, `-`, `.`, `_` or `~` (e.g. `:` or `/`), so that names stay unambiguous.
+//! - two placeholders must be separated by at least one *separator*: a character that is
+//!   not a letter, digit, `-`, `.`, `_`, `~` or `%` (e.g. `:` or `/`), so that names stay
+//!   unambiguous.
 //!
-//! Values are percent-encoded, keeping only letters, digits, `-`, `.`, `_` and `~`. Since
-//! every separator between placeholders contains a character that encoded values never
-//! contain, two different value tuples can never render the same name
-//! (`"a:b" + "c"` and `"a" + "b:c"` render `a%3Ab:c` and `a:b%3Ac`).
+//! Values are percent-encoded, keeping only letters, digits, `-`, `.`, `_` and `~`, so two
+//! different value tuples never render the same name (`"a:b" + "c"` and `"a" + "b:c"`
+//! render `a%3Ab:c` and `a:b%3Ac`); why this holds is written at `is_separator` below.
+//!
+//! `lock-macros` keeps a copy of this grammar (a proc-macro cannot call this crate); its
+//! tests check that both copies accept and reject the same templates.
 
 use std::fmt::{self, Write as _};
 
@@ -62,8 +65,8 @@ pub enum TemplateError {
         /// The placeholder text.
         placeholder: String,
     },
-    /// Two placeholders are not separated by a reserved character.
-    #[error("key template {template:?}: `<{first}>` and `<{second}>` must be separated by a character such as `:` or `/`")]
+    /// Two placeholders are not separated by a character that encoded values never contain.
+    #[error("key template {template:?}: `<{first}>` and `<{second}>` must be separated by a character such as `:` or `/` (not a letter, digit, `-`, `.`, `_`, `~` or `%`, which encoded values contain)")]
     Ambiguous {
         /// The template.
         template: String,
@@ -171,12 +174,34 @@ fn is_unreserved(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~')
 }
 
+/// True for characters that separate two placeholders: those no encoded value contains.
+///
+/// Why a separator between placeholders makes rendering injective (for one template):
+/// - an encoded value is a word over E = {letters, digits, `-`, `.`, `_`, `~`, `%`}
+///   ([`encode_value`] writes unreserved characters as they are and everything else as
+///   `%XX`), and encoding is injective (percent-decoding undoes it);
+/// - a template is `L0 <p1> L1 … <pn> Ln` where every literal between two placeholders
+///   (`L1` … `Ln-1`) holds a character `s` outside E. Given a rendered name, strip the
+///   fixed `L0`; the rest starts with `enc(v1) P s`, where `P` is the part of `L1` before
+///   its first separator. `enc(v1)` and `P` hold no separator, so the first separator of
+///   the rest is that `s`, at `len(enc(v1)) + len(P)`: the length of `enc(v1)` is read off
+///   the name, hence `enc(v1)` and `v1`. Strip `enc(v1) L1` and repeat; the last value is
+///   what lies between the prefix read so far and the fixed `Ln`.
+///
+/// So: an empty value is fine (its length, 0, is read off the same way); adjacent
+/// placeholders have no literal between them and are rejected; so is a literal made only
+/// of characters of E (`_`, `-`, `%`, `%25`), since encoding could have produced it — `%`
+/// is the trap: `<a>%<b>` would render both `("", "25 ")` and `("%", "20")` as `%25%20`.
+fn is_separator(c: char) -> bool {
+    !is_unreserved(c) && c != '%'
+}
+
 fn check_separated(template: &str, parts: &[Part]) -> Result<(), TemplateError> {
     let mut previous: Option<&str> = None;
     let mut separated = true;
     for part in parts {
         match part {
-            Part::Literal(text) => separated |= text.chars().any(|c| !is_unreserved(c)),
+            Part::Literal(text) => separated |= text.chars().any(is_separator),
             Part::Value(path) => {
                 if let (Some(first), false) = (previous, separated) {
                     return Err(TemplateError::Ambiguous {
@@ -288,6 +313,103 @@ mod tests {
         assert!(err.to_string().contains("`<a>` and `<b>`"), "{err}");
         assert!(KeyTemplate::parse("<a><b>").is_err());
         assert!(KeyTemplate::parse("<a>/<b>").is_ok());
+    }
+
+    /// Regression: `%` once counted as a separator, but encoded values contain it, so
+    /// `<a>%<b>` gave `("", "25 ")` and `("%", "20")` the same name, `%25%20`.
+    #[test]
+    fn percent_does_not_separate_placeholders() {
+        let joined = |a: &str, b: &str| {
+            let mut out = String::new();
+            encode_value(&mut out, a);
+            out.push('%');
+            encode_value(&mut out, b);
+            out
+        };
+        assert_eq!(joined("", "25 "), "%25%20");
+        assert_eq!(joined("%", "20"), "%25%20");
+        for ambiguous in ["<a>%<b>", "<a>%25<b>", "<a>-%_<b>", "<a>~<b>", "x<a>.<b>y"] {
+            assert!(
+                matches!(
+                    KeyTemplate::parse(ambiguous),
+                    Err(TemplateError::Ambiguous { .. })
+                ),
+                "{ambiguous}"
+            );
+        }
+        // Any character outside the encoded alphabet separates, wherever it is in the literal.
+        for separated in [
+            "<a>%:<b>",
+            "<a>_/_<b>",
+            "<a><<<b>",
+            "<a>>%<b>",
+            "<a>é<b>",
+            "<a> <b>",
+        ] {
+            assert!(KeyTemplate::parse(separated).is_ok(), "{separated}");
+        }
+    }
+
+    /// No character of an encoded value is a separator: what the injectivity argument at
+    /// `is_separator` rests on.
+    #[test]
+    fn encoded_values_contain_no_separator() {
+        let chars = (0..=0x7f_u32)
+            .chain([0xe9, 0x7ff, 0x800, 0xffff, 0x1_0000, 0x10_ffff])
+            .filter_map(char::from_u32);
+        for c in chars {
+            let mut out = String::new();
+            encode_value(&mut out, &c.to_string());
+            assert!(!out.chars().any(is_separator), "{c:?} encodes as {out:?}");
+            assert_eq!(out == c.to_string(), is_unreserved(c), "{c:?}");
+        }
+    }
+
+    /// For every accepted template, distinct value tuples built from tricky values (empty,
+    /// `%`, escapes, separators, unicode) render distinct names.
+    #[test]
+    fn distinct_tuples_render_distinct_names() {
+        const VALUES: [&str; 16] = [
+            "", "%", "%25", "25 ", "20", "%2", "a", "a:b", ":", "/", "_", "a_b", "é", "<", " ",
+            "%3A",
+        ];
+        let templates = [
+            "<a>:<b>",
+            "<a>/<b>:<c>",
+            "x_<a>:_<b>_",
+            "<a>%:<b>",
+            "<a><<<b>",
+            "<a>é<b>",
+            "<a> <b>",
+            "p<a>:%25:<b>%",
+        ];
+        for text in templates {
+            let template = KeyTemplate::parse(text).unwrap();
+            let arity = template.placeholders().count();
+            let mut seen = std::collections::HashMap::new();
+            let mut tuple = vec![0; arity];
+            loop {
+                let mut next = tuple.iter();
+                let name = template
+                    .render(|_| Ok::<_, ()>(VALUES[*next.next().unwrap()].to_owned()))
+                    .unwrap();
+                if let Some(other) = seen.insert(name.as_bytes().to_vec(), tuple.clone()) {
+                    let values = |t: &[usize]| t.iter().map(|&i| VALUES[i]).collect::<Vec<_>>();
+                    panic!(
+                        "{text}: {:?} and {:?} render the same name {name}",
+                        values(&other),
+                        values(&tuple)
+                    );
+                }
+                // The next tuple, counting in base `VALUES.len()`.
+                let Some(i) = tuple.iter().rposition(|&v| v + 1 < VALUES.len()) else {
+                    break;
+                };
+                tuple[i] += 1;
+                tuple[i + 1..].fill(0);
+            }
+            assert_eq!(seen.len(), VALUES.len().pow(arity as u32), "{text}");
+        }
     }
 
     #[test]

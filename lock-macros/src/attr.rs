@@ -1,11 +1,11 @@
 //! The attribute's options: parsed keeping every keyword token (for error spans), then
 //! validated into a final [`Config`].
 
-use proc_macro2::Span;
-use syn::parse::{Parse, ParseStream};
+use proc_macro2::{Span, TokenStream};
+use syn::parse::{Parse, ParseStream, Parser as _};
 use syn::{Expr, LitStr, Token};
 
-use crate::template::Template;
+use crate::template::{Params, Template};
 
 mod kw {
     syn::custom_keyword!(key);
@@ -15,18 +15,49 @@ mod kw {
     syn::custom_keyword!(on_lost);
 }
 
-/// Every option, for "unknown option" messages.
-const OPTIONS: &str = "`key`, `lease`, `wait`, `client`, `on_lost`, `crate`";
+/// Declares every option once, as `name: keyword => field: value type`: the [`Args`] struct,
+/// the parser of one option and the list of valid names in messages all come from here.
+macro_rules! options {
+    ($($name:literal: $kw:path => $field:ident: $value:ty,)*) => {
+        /// The options as written, before validation.
+        #[derive(Default)]
+        pub(crate) struct Args {
+            $($field: Option<$value>,)*
+        }
 
-/// The options as written, before validation.
-#[derive(Default)]
-pub(crate) struct Args {
-    key: Option<LitStr>,
-    lease: Option<LitStr>,
-    wait: Option<LitStr>,
-    client: Option<Expr>,
-    on_lost: Option<LitStr>,
-    krate: Option<LitStr>,
+        /// Every option, for "unknown option" messages.
+        const OPTIONS: &[&str] = &[$($name),*];
+
+        impl Args {
+            /// Parses one `name = value`; a repeated name is an error on its keyword.
+            fn parse_option(&mut self, input: ParseStream<'_>) -> syn::Result<()> {
+                let lookahead = input.lookahead1();
+                $(if lookahead.peek($kw) {
+                    let keyword: $kw = input.parse()?;
+                    input.parse::<Token![=]>()?;
+                    return set(&mut self.$field, $name, keyword.span, input.parse()?);
+                })*
+                if input.peek(syn::Ident) {
+                    let ident: syn::Ident = input.parse()?;
+                    let valid = OPTIONS.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>();
+                    return Err(syn::Error::new(
+                        ident.span(),
+                        format!("unknown option `{ident}`: expected one of {}", valid.join(", ")),
+                    ));
+                }
+                Err(lookahead.error())
+            }
+        }
+    };
+}
+
+options! {
+    "key": kw::key => key: LitStr,
+    "lease": kw::lease => lease: LitStr,
+    "wait": kw::wait => wait: LitStr,
+    "client": kw::client => client: Expr,
+    "on_lost": kw::on_lost => on_lost: LitStr,
+    "crate": syn::token::Crate => krate: LitStr,
 }
 
 /// What `run` does on a lost lock.
@@ -50,6 +81,14 @@ pub(crate) struct Config {
     pub(crate) krate: syn::Path,
 }
 
+impl Config {
+    /// Parses and validates the attribute's arguments; `params` are the names the function
+    /// binds, for the key's placeholders.
+    pub(crate) fn parse(attr: TokenStream, params: &Params) -> syn::Result<Self> {
+        Args::parse.parse2(attr)?.validate(params)
+    }
+}
+
 /// Fills `slot`; a second `name = …` is an error on its keyword.
 fn set<T>(slot: &mut Option<T>, name: &str, name_span: Span, value: T) -> syn::Result<()> {
     if slot.is_some() {
@@ -66,40 +105,7 @@ impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut args = Args::default();
         while !input.is_empty() {
-            let lookahead = input.lookahead1();
-            if lookahead.peek(kw::key) {
-                let kw: kw::key = input.parse()?;
-                input.parse::<Token![=]>()?;
-                set(&mut args.key, "key", kw.span, input.parse()?)?;
-            } else if lookahead.peek(kw::lease) {
-                let kw: kw::lease = input.parse()?;
-                input.parse::<Token![=]>()?;
-                set(&mut args.lease, "lease", kw.span, input.parse()?)?;
-            } else if lookahead.peek(kw::wait) {
-                let kw: kw::wait = input.parse()?;
-                input.parse::<Token![=]>()?;
-                set(&mut args.wait, "wait", kw.span, input.parse()?)?;
-            } else if lookahead.peek(kw::client) {
-                let kw: kw::client = input.parse()?;
-                input.parse::<Token![=]>()?;
-                set(&mut args.client, "client", kw.span, input.parse()?)?;
-            } else if lookahead.peek(kw::on_lost) {
-                let kw: kw::on_lost = input.parse()?;
-                input.parse::<Token![=]>()?;
-                set(&mut args.on_lost, "on_lost", kw.span, input.parse()?)?;
-            } else if lookahead.peek(Token![crate]) {
-                let kw: Token![crate] = input.parse()?;
-                input.parse::<Token![=]>()?;
-                set(&mut args.krate, "crate", kw.span, input.parse()?)?;
-            } else if input.peek(syn::Ident) {
-                let ident: syn::Ident = input.parse()?;
-                return Err(syn::Error::new(
-                    ident.span(),
-                    format!("unknown option `{ident}`: expected one of {OPTIONS}"),
-                ));
-            } else {
-                return Err(lookahead.error());
-            }
+            args.parse_option(input)?;
             if input.is_empty() {
                 break;
             }
@@ -111,9 +117,7 @@ impl Parse for Args {
 
 impl Args {
     /// Checks every option, turning the written values into the final [`Config`].
-    ///
-    /// `params` are the names the function binds, for the key's placeholders.
-    pub(crate) fn validate(self, params: &crate::template::Params) -> syn::Result<Config> {
+    fn validate(self, params: &Params) -> syn::Result<Config> {
         let Some(key) = self.key else {
             return Err(syn::Error::new(
                 Span::call_site(),
@@ -224,7 +228,34 @@ fn duration_ms(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::duration_ms;
+    use super::{duration_ms, Args, OPTIONS};
+
+    /// Every option the messages list parses, once; the list is the parser's.
+    #[test]
+    fn listed_options_are_the_parsed_ones() {
+        for option in OPTIONS {
+            let args = syn::parse_str::<Args>(&format!("{option} = \"1s\""));
+            assert!(args.is_ok(), "{option}");
+            let twice = syn::parse_str::<Args>(&format!("{option} = \"1s\", {option} = \"2s\""));
+            let err = twice
+                .err()
+                .expect("a repeated option is an error")
+                .to_string();
+            assert!(
+                err.contains(&format!("duplicate option `{option}`")),
+                "{err}"
+            );
+        }
+        let err = syn::parse_str::<Args>("timeout = \"2s\"")
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            err,
+            "unknown option `timeout`: expected one of `key`, `lease`, `wait`, `client`, \
+             `on_lost`, `crate`"
+        );
+    }
 
     #[test]
     fn durations() {

@@ -1,11 +1,12 @@
-//! Code generation: checks the function, then wraps its body in `LockRequest::run`.
+//! Code generation: wraps the function's body in `LockRequest::run`.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Delimiter, Group, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
-use syn::{ItemFn, ReturnType, Signature, Type};
+use syn::{Expr, ItemFn};
 
-use crate::attr::{Args, Config, OnLost};
+use crate::attr::{Config, OnLost};
+use crate::signature::{Output, RETURN_HINT};
 use crate::template::Params;
 
 /// The whole macro: parse → validate → expand. On any error the function is still emitted
@@ -21,28 +22,14 @@ pub(crate) fn distributed_lock(attr: TokenStream, item: TokenStream) -> TokenStr
             return error_with(item, error);
         }
     };
-    let mut errors = Vec::new();
-    let args = syn::parse::Parser::parse2(
-        |input: syn::parse::ParseStream<'_>| input.parse::<Args>(),
-        attr,
-    )
-    .map_err(|e| errors.push(e))
-    .ok();
-    if let Err(e) = check_signature(&func.sig) {
-        errors.push(e);
-    }
-    let params = Params::collect(&func.sig.inputs);
-    let config = args.and_then(|args| args.validate(&params).map_err(|e| errors.push(e)).ok());
-    match (
-        config,
-        errors.into_iter().reduce(|mut all, e| {
-            all.combine(e);
-            all
-        }),
-    ) {
-        (Some(config), None) => expand(func, &config),
-        (_, Some(error)) => error_with(item, error),
-        (None, None) => unreachable!("a missing config always comes with an error"),
+    let config = Config::parse(attr, &Params::collect(&func.sig.inputs));
+    match (config, Output::of(&func.sig)) {
+        (Ok(config), Ok(output)) => expand(func, &config, &output),
+        (Err(mut error), Err(more)) => {
+            error.combine(more);
+            error_with(item, error)
+        }
+        (Err(error), Ok(_)) | (Ok(_), Err(error)) => error_with(item, error),
     }
 }
 
@@ -51,83 +38,22 @@ fn error_with(item: TokenStream, error: syn::Error) -> TokenStream {
     quote!(#item #error)
 }
 
-const RETURN_HINT: &str = "`#[distributed_lock]` functions must return `Result<T, E>` with \
-    `E: From<lock_core::LockError>`: when the lock cannot be taken or is lost, the function \
-    returns `Err`";
-
-/// `async`, not `const`, returning a `Result`.
-fn check_signature(sig: &Signature) -> syn::Result<()> {
-    if let Some(token) = sig.constness {
-        return Err(syn::Error::new(
-            token.span,
-            "`#[distributed_lock]` cannot be applied to a `const fn`: taking a lock needs Redis \
-             at run time; write an `async fn`",
-        ));
-    }
-    if sig.asyncness.is_none() {
-        return Err(syn::Error::new(
-            sig.fn_token.span,
-            "`#[distributed_lock]` can only be applied to an `async fn`: the lock is held across \
-             the body's `.await`s; make the function `async`",
-        ));
-    }
-    match &sig.output {
-        ReturnType::Default => Err(syn::Error::new(
-            sig.paren_token.span.close(),
-            format!("{RETURN_HINT}; this function returns `()`"),
-        )),
-        ReturnType::Type(_, ty) if is_result(ty) => Ok(()),
-        ReturnType::Type(_, ty) => Err(syn::Error::new_spanned(ty, RETURN_HINT)),
-    }
+/// `&client` as the `&LockClient` argument of `LockClient::lock`, so that a client of the
+/// wrong type is an error on the user's expression (and a type with a `lock` method of its
+/// own, a `Mutex` say, is not picked by method resolution). References, `Arc`s and other
+/// `Deref`s to a `LockClient` are deref-coerced.
+///
+/// Written `&*&(client)`: a `*` keeps the expected type `&LockClient` from reaching into the
+/// expression, where an `if` or `match` whose arms are `&LockClient` would be checked
+/// against `LockClient`. The invisible group keeps the expression's precedence, and the
+/// tokens around it the expression's span, so errors underline the expression.
+fn client_ref(expr: &Expr) -> TokenStream {
+    let span = expr.span();
+    let expr = Group::new(Delimiter::None, expr.to_token_stream());
+    quote_spanned!(span=> &*&#expr)
 }
 
-/// `Result<…>`, `io::Result<…>`, `anyhow::Result<…>`, or an alias whose name ends in `Result`.
-fn is_result(ty: &Type) -> bool {
-    match ty {
-        Type::Group(group) => is_result(&group.elem),
-        Type::Paren(paren) => is_result(&paren.elem),
-        Type::Path(path) if path.qself.is_none() => path
-            .path
-            .segments
-            .last()
-            .is_some_and(|segment| segment.ident.to_string().ends_with("Result")),
-        _ => false,
-    }
-}
-
-/// The span of `E` in `Result<T, E>`, when written out.
-fn error_type_span(ty: &Type) -> Option<Span> {
-    match ty {
-        Type::Group(group) => error_type_span(&group.elem),
-        Type::Paren(paren) => error_type_span(&paren.elem),
-        Type::Path(path) => match &path.path.segments.last()?.arguments {
-            syn::PathArguments::AngleBracketed(args) => args
-                .args
-                .iter()
-                .filter_map(|arg| match arg {
-                    syn::GenericArgument::Type(ty) => Some(ty.span()),
-                    _ => None,
-                })
-                .nth(1),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// True when `ty` mentions `impl Trait`, which a `let` cannot name.
-fn has_impl_trait(ty: &Type) -> bool {
-    fn walk(tokens: TokenStream) -> bool {
-        tokens.into_iter().any(|tree| match tree {
-            proc_macro2::TokenTree::Ident(ident) => ident == "impl",
-            proc_macro2::TokenTree::Group(group) => walk(group.stream()),
-            _ => false,
-        })
-    }
-    walk(ty.to_token_stream())
-}
-
-fn expand(func: ItemFn, config: &Config) -> TokenStream {
+fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
     let ItemFn {
         attrs,
         vis,
@@ -135,33 +61,49 @@ fn expand(func: ItemFn, config: &Config) -> TokenStream {
         block,
     } = func;
     let krate = &config.krate;
-    let ReturnType::Type(_, ret_ty) = &sig.output else {
-        unreachable!("checked by check_signature")
-    };
+    let ret_ty = &output.ty;
     let ret_span = ret_ty.span();
-    let err_span = error_type_span(ret_ty).unwrap_or(ret_span);
+    let err_span = output.error_span;
     // Generated names cannot clash with, or be seen by, the user's code.
     let name = format_ident!("__distlock_name", span = Span::mixed_site());
     let request = format_ident!("__distlock_request", span = Span::mixed_site());
-    let output = format_ident!("__distlock_output", span = Span::mixed_site());
+    let ok = format_ident!("__distlock_ok", span = Span::mixed_site());
     // At the error type, so that a missing `From<LockError>` is reported there (a
     // mixed-site span would be reported on the attribute).
     let error = format_ident!("__distlock_error", span = err_span);
     let client = format_ident!("__distlock_client", span = Span::mixed_site());
+    let result_trait = format_ident!("__DistlockResult", span = Span::mixed_site());
 
-    // Lock failures become the function's error; a missing `From` impl is reported on the
-    // error type.
-    let err = quote_spanned!(err_span=>
-        ::core::result::Result::Err(::core::convert::From::from(#error))
-    );
+    // Lock failures become the function's `Err`, through a trait that only `Result`
+    // implements: any other return type is one error, on the type, saying what to return.
+    // A missing `From` impl is reported on the error type.
+    let message = format!("{RETURN_HINT}; `{{Self}}` is not a `Result`");
+    let result_trait_def = quote! {
+        #[diagnostic::on_unimplemented(message = #message, label = "not a `Result`")]
+        trait #result_trait {
+            type Error;
+            fn err(error: Self::Error) -> Self;
+        }
+        #[diagnostic::do_not_recommend]
+        impl<T, E> #result_trait for ::core::result::Result<T, E> {
+            type Error = E;
+            fn err(error: E) -> Self {
+                ::core::result::Result::Err(error)
+            }
+        }
+    };
+    // `<_ as __DistlockResult>::err(From::from(error))`: the call at the return type (rustc
+    // underlines its first token), `From::from` at the error type.
+    let from = quote_spanned!(err_span=> ::core::convert::From::from(#error));
+    let err = quote_spanned!(ret_span=> <_ as #result_trait>::err(#from));
 
     let (key_lit, template) = &config.key;
     let name_expr = template.build(quote!(#krate::__private::KeyBuilder::new()), key_lit);
 
-    let client_expr = match &config.client {
-        Some(expr) => quote!((#expr)),
+    let client_ref = match &config.client {
+        Some(expr) => client_ref(expr),
         None => quote! {
-            match #krate::default_client() {
+            &match #krate::default_client() {
                 ::core::result::Result::Ok(#client) => #client,
                 #[allow(clippy::useless_conversion)]
                 ::core::result::Result::Err(#error) => return #err,
@@ -174,7 +116,6 @@ fn expand(func: ItemFn, config: &Config) -> TokenStream {
     let wait = config
         .wait
         .map(|(ms, span)| quote_spanned!(span=> .wait(::core::time::Duration::from_millis(#ms))));
-    let family = &config.key.0;
     let on_lost = match config.on_lost {
         OnLost::Abort => quote!(#krate::OnLost::Abort),
         OnLost::Continue => quote!(#krate::OnLost::Continue),
@@ -183,7 +124,7 @@ fn expand(func: ItemFn, config: &Config) -> TokenStream {
     // The body runs as an `async move` block whose output is pinned to the declared return
     // type by a dead `return` (as tracing-attributes does), so a type error in the body is
     // reported on the user's code, not on the attribute, and `?` knows its target type.
-    let body = if has_impl_trait(ret_ty) {
+    let body = if output.has_impl_trait {
         quote!(async move #block)
     } else {
         let ret = format_ident!("__distlock_return", span = Span::mixed_site());
@@ -200,24 +141,33 @@ fn expand(func: ItemFn, config: &Config) -> TokenStream {
                 return #ret;
             }
         };
-        quote!(async move { #pin_type #block })
+        // The statements, not the block: `{ { Ok(id) } }` would trip `unused_braces`.
+        let stmts = &block.stmts;
+        quote!(async move { #pin_type #(#stmts)* })
     };
+    // Inner attributes (`#![allow(…)]`) stay at the top of the body.
+    let (inner_attrs, attrs): (Vec<_>, Vec<_>) = attrs
+        .into_iter()
+        .partition(|attr| matches!(attr.style, syn::AttrStyle::Inner(_)));
 
     quote! {
         #(#attrs)*
         #vis #sig {
+            #(#inner_attrs)*
+            #result_trait_def
             // The name borrows the parameters before the body takes them.
             let #name = #name_expr;
-            let #request = #client_expr
-                .lock(#name)
+            // `&*&client` (see `client_ref`) is not for the user to simplify.
+            #[allow(clippy::deref_addrof, clippy::borrow_deref_ref)]
+            let #request = #krate::LockClient::lock(#client_ref, #name)
                 #lease
                 #wait
                 // Metrics are labelled by the template, never by the rendered name.
-                .family(#family)
+                .family(#key_lit)
                 .on_lost(#on_lost);
             // Boxed: the caller's future stays small however deep locked calls nest.
             match ::std::boxed::Box::pin(#request.run(#body)).await {
-                ::core::result::Result::Ok(#output) => #output,
+                ::core::result::Result::Ok(#ok) => #ok,
                 // `E` may be `LockError` itself.
                 #[allow(clippy::useless_conversion)]
                 ::core::result::Result::Err(#error) => #err,

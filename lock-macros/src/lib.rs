@@ -7,6 +7,7 @@
 
 mod attr;
 mod expand;
+mod signature;
 mod template;
 
 use proc_macro::TokenStream;
@@ -53,7 +54,7 @@ use proc_macro::TokenStream;
 /// | `key = "item_<id>"` | **required**; the lock's name, a template (below) |
 /// | `lease = "10s"` | an explicit lease: the lock expires after it and the watchdog does not renew it; without it the watchdog keeps the lock while the body runs |
 /// | `wait = "2s"` | wait at most this long for a busy lock (`"0s"`: try once); without it the client's default wait applies |
-/// | `client = expr` | an expression giving the [`LockClient`] (or a reference to one); it may use the parameters, e.g. `client = app.locks` or `client = self.locks`; without it the process-wide default client from `lock_core::set_default_client` is used, and a call made before one was installed returns `LockError::NoDefaultClient` |
+/// | `client = expr` | an expression giving the [`LockClient`], a reference to one or anything that derefs to one (`Arc<LockClient>`, a wrapper); it may use the parameters, e.g. `client = app.locks` or `client = self.locks`; without it the process-wide default client from `lock_core::set_default_client` is used, and a call made before one was installed returns `LockError::NoDefaultClient` |
 /// | `on_lost = "abort"` | the default: when the lock is lost (its key deleted or expired, Redis restarted), the body is dropped at its next `.await` and the function returns `LockError::Lost` |
 /// | `on_lost = "continue"` | the body runs on after a loss (the loss is logged) |
 /// | `crate = "path"` | where lock-core is, for crates that re-export it (default `::lock_core`) |
@@ -72,7 +73,8 @@ use proc_macro::TokenStream;
 ///   with `State(app): State<App>` it can use `<app.region>`;
 /// - `<<` is a literal `<`; every other character is literal;
 /// - two placeholders must be separated by a character such as `:` or `/` (`"<shop>:<item>"`,
-///   not `"<shop><item>"` or `"<shop>_<item>"`).
+///   not `"<shop><item>"`, `"<shop>_<item>"` or `"<shop>%<item>"`): one that encoded values
+///   never contain, so not a letter, digit, `-`, `.`, `_`, `~` or `%`.
 ///
 /// Values are percent-encoded (only letters, digits, `-`, `.`, `_` and `~` stay as they are),
 /// so two different argument tuples never give the same lock name: `("a:b", "c")` and
@@ -88,9 +90,9 @@ use proc_macro::TokenStream;
 /// - It must be an `async fn` (not `const`) with a body: a free function, an inherent or
 ///   trait-impl method (`&self`, `&mut self`, `self`, `self: Arc<Self>`), generic with
 ///   where-clauses and `impl Trait` arguments; its signature is kept as written.
-/// - It must return `Result<T, E>` with `E: From<LockError>` (a type named `Result` or
-///   ending in `Result`, such as `io::Result<T>` or an alias): lock failures come back as
-///   `Err(E::from(lock_error))`. Anything else is a compile error that says so.
+/// - It must return `Result<T, E>` with `E: From<LockError>` (written as such, or through an
+///   alias such as `io::Result<T>`): lock failures come back as `Err(E::from(lock_error))`.
+///   Anything else is a compile error that says so, on the return type.
 /// - Its future is `Send` whenever the body's is, so it can be spawned and used directly as
 ///   an axum handler.
 /// - Each call makes one heap allocation: the lock's work is boxed, so a chain of nested
@@ -123,9 +125,12 @@ use proc_macro::TokenStream;
 /// async fn buy(id: u64, app: &App) -> Result<Receipt, ShopError> {
 ///     // The name borrows the parameters before the body takes them.
 ///     let name = ::lock_core::__private::KeyBuilder::new().literal("item_").value(&id).finish();
-///     let request = (app.locks)
-///         .lock(name)
+///     // A path call, not `app.locks.lock(…)`: the client's type is checked, and a `lock`
+///     // method of its own (a `Mutex`'s, say) is never picked.
+///     let request = ::lock_core::LockClient::lock(&app.locks, name)
 ///         .wait(::core::time::Duration::from_millis(2000))
+///         // Metrics are labelled by the template, never by the rendered name.
+///         .family("item_<id>")
 ///         .on_lost(::lock_core::OnLost::Abort);
 ///     let body = async move {
 ///         // Never runs: pins the block's output to the declared type, so type errors and
@@ -134,7 +139,7 @@ use proc_macro::TokenStream;
 ///             let ret: Result<Receipt, ShopError> = loop {};
 ///             return ret;
 ///         }
-///         { /* body */ }
+///         /* body */
 ///     };
 ///     // Boxed, so that nested locked calls do not grow the caller's future.
 ///     match Box::pin(request.run(body)).await {
@@ -144,6 +149,8 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
+/// The `Err(…)` goes through a local trait implemented only for `Result`, so that a function
+/// returning anything else gets one error, on its return type, saying what to return.
 /// Without `client = …`, the client is
 /// `match ::lock_core::default_client() { Ok(c) => c, Err(e) => return Err(From::from(e)) }`.
 /// The same can be written by hand with `LockClient::lock(name).run(future)`, or
@@ -152,9 +159,11 @@ use proc_macro::TokenStream;
 /// # Compile errors
 ///
 /// Non-async and `const` functions, a missing or empty `key`, an unknown placeholder (the
-/// message lists the parameters), an unclosed `<`, unknown or repeated options (the message
-/// lists the valid ones), bad durations and a return type that is not a `Result` are errors
-/// on the offending token. The function is still emitted, so IDEs keep working.
+/// message lists the parameters), an unclosed `<`, placeholders without a separator, unknown
+/// or repeated options (the message lists the valid ones), bad durations, a return type that
+/// is not a `Result` and a `client` that is not a `LockClient` are errors on the offending
+/// token. On an error in the attribute the function is still emitted as written, so IDEs and
+/// its callers keep working.
 #[proc_macro_attribute]
 pub fn distributed_lock(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::distributed_lock(attr.into(), item.into()).into()

@@ -1,16 +1,15 @@
 //! The key template grammar at compile time, resolved against the function's parameters.
 //!
-//! The grammar is lock-core's (see `lock_core::KeyTemplate`), checked here so that a bad
-//! template fails the build instead of the first call:
-//! - `<path>` is a placeholder; a path is one or more segments of letters, digits, `_` and
-//!   `-`, joined by `.`;
-//! - `<<` is a literal `<`; any other character is literal;
-//! - two placeholders must be separated by at least one character that is not a letter,
-//!   digit, `-`, `.`, `_` or `~` (e.g. `:` or `/`), so that names stay unambiguous.
+//! The grammar is lock-core's (`lock_core::KeyTemplate`, whose docs state it and argue why
+//! rendering is injective), checked here so that a bad template fails the build instead of
+//! the first call. A proc-macro cannot call lock-core (lock-core depends on this crate), so
+//! `split` is a copy of its parser; the tests run both on the same templates.
 //!
 //! The first segment of a path names a binding of the function: a parameter, a name bound
 //! inside a parameter's pattern (`Path(id): Path<u64>`), or `self`. The other segments are
 //! field names or tuple indices (`<order.id>`, `<pair.0>`).
+
+use std::fmt;
 
 use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
@@ -100,13 +99,8 @@ pub(crate) struct Template {
 }
 
 /// A template error on the literal, with a hint.
-fn error(lit: &LitStr, message: impl std::fmt::Display) -> syn::Error {
+fn error(lit: &LitStr, message: impl fmt::Display) -> syn::Error {
     syn::Error::new(lit.span(), message)
-}
-
-/// True for characters that encoded values keep as they are.
-fn is_unreserved(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~')
 }
 
 fn is_valid_path(path: &str) -> bool {
@@ -119,6 +113,12 @@ fn is_valid_path(path: &str) -> bool {
         })
 }
 
+/// True for characters that separate two placeholders: those no encoded value contains
+/// (values keep letters, digits, `-`, `.`, `_` and `~`, and write the rest as `%XX`).
+fn is_separator(c: char) -> bool {
+    !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | '%'))
+}
+
 /// The grammar's pieces before resolution: literals and placeholder paths.
 #[derive(Debug, PartialEq, Eq)]
 enum RawPart {
@@ -126,10 +126,46 @@ enum RawPart {
     Value(String),
 }
 
+/// Why a template was rejected: the cases of `lock_core::TemplateError`.
+#[derive(Debug, PartialEq, Eq)]
+enum GrammarError {
+    Empty,
+    Unclosed { at: usize },
+    BadPlaceholder(String),
+    Ambiguous { first: String, second: String },
+}
+
+impl fmt::Display for GrammarError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => write!(
+                f,
+                "the key is empty: write the lock's name, e.g. `key = \"item_<id>\"`"
+            ),
+            Self::Unclosed { at } => write!(
+                f,
+                "unclosed `<` at byte {at} of the key: close the placeholder with `>`, \
+                 or write `<<` for a literal `<`"
+            ),
+            Self::BadPlaceholder(path) => write!(
+                f,
+                "bad placeholder `<{path}>` in the key: name a parameter, optionally followed \
+                 by fields, such as `<id>` or `<order.id>` (write `<<` for a literal `<`)"
+            ),
+            Self::Ambiguous { first, second } => write!(
+                f,
+                "placeholders `<{first}>` and `<{second}>` must be separated by a character \
+                 such as `:` or `/`: values are encoded with letters, digits, `-`, `.`, `_`, \
+                 `~` and `%`, so without one two different values could give the same lock name"
+            ),
+        }
+    }
+}
+
 /// Splits `template` into literal text and placeholder paths, checking the grammar.
-fn split(template: &str) -> Result<Vec<RawPart>, String> {
+fn split(template: &str) -> Result<Vec<RawPart>, GrammarError> {
     if template.is_empty() {
-        return Err("the key is empty: write the lock's name, e.g. `key = \"item_<id>\"`".into());
+        return Err(GrammarError::Empty);
     }
     let mut parts = Vec::new();
     let mut literal = String::new();
@@ -143,18 +179,10 @@ fn split(template: &str) -> Result<Vec<RawPart>, String> {
             continue;
         }
         let at = template.len() - rest.len() - 1;
-        let Some(close) = rest.find('>') else {
-            return Err(format!(
-                "unclosed `<` at byte {at} of the key: close the placeholder with `>`, \
-                 or write `<<` for a literal `<`"
-            ));
-        };
+        let close = rest.find('>').ok_or(GrammarError::Unclosed { at })?;
         let path = &rest[..close];
         if !is_valid_path(path) {
-            return Err(format!(
-                "bad placeholder `<{path}>` in the key: name a parameter, optionally followed \
-                 by fields, such as `<id>` or `<order.id>` (write `<<` for a literal `<`)"
-            ));
+            return Err(GrammarError::BadPlaceholder(path.to_owned()));
         }
         if !literal.is_empty() {
             parts.push(RawPart::Literal(std::mem::take(&mut literal)));
@@ -170,20 +198,19 @@ fn split(template: &str) -> Result<Vec<RawPart>, String> {
     Ok(parts)
 }
 
-/// Two placeholders need a reserved character between them, or names could collide.
-fn check_separated(parts: &[RawPart]) -> Result<(), String> {
+/// Two placeholders need a separator between them, or names could collide.
+fn check_separated(parts: &[RawPart]) -> Result<(), GrammarError> {
     let mut previous: Option<&str> = None;
     let mut separated = true;
     for part in parts {
         match part {
-            RawPart::Literal(text) => separated |= text.chars().any(|c| !is_unreserved(c)),
+            RawPart::Literal(text) => separated |= text.chars().any(is_separator),
             RawPart::Value(path) => {
                 if let (Some(first), false) = (previous, separated) {
-                    return Err(format!(
-                        "placeholders `<{first}>` and `<{path}>` must be separated by a \
-                         character such as `:` or `/`, or two different values could give \
-                         the same lock name"
-                    ));
+                    return Err(GrammarError::Ambiguous {
+                        first: first.to_owned(),
+                        second: path.clone(),
+                    });
                 }
                 previous = Some(path);
                 separated = false;
@@ -196,7 +223,7 @@ fn check_separated(parts: &[RawPart]) -> Result<(), String> {
 impl Template {
     /// Parses the template in `lit` and resolves its placeholders against `params`.
     pub(crate) fn parse(lit: &LitStr, params: &Params) -> syn::Result<Self> {
-        let raw = split(&lit.value()).map_err(|message| error(lit, message))?;
+        let raw = split(&lit.value()).map_err(|e| error(lit, e))?;
         let parts = raw
             .into_iter()
             .map(|part| match part {
@@ -293,14 +320,95 @@ fn resolve(lit: &LitStr, path: &str, params: &Params) -> syn::Result<Value> {
 mod tests {
     use super::*;
 
-    fn values(template: &str) -> Vec<RawPart> {
-        split(template).unwrap()
+    /// What lock-core makes of `template`, in this module's terms: the pieces (a template
+    /// rendered with each value equal to its path tells literals and values apart, as
+    /// values are encoded and `<`, `>` are not kept by encoding), or the error.
+    fn lock_core_split(template: &str) -> Result<(Vec<String>, String), GrammarError> {
+        use lock_core::{KeyTemplate, TemplateError};
+        match KeyTemplate::parse(template) {
+            Ok(t) => {
+                let paths = t.placeholders().map(str::to_owned).collect();
+                let name = t.render(|path| Ok::<_, ()>(format!("<{path}>"))).unwrap();
+                Ok((paths, String::from_utf8(name.as_bytes().to_vec()).unwrap()))
+            }
+            Err(TemplateError::Empty) => Err(GrammarError::Empty),
+            Err(TemplateError::Unclosed { at, .. }) => Err(GrammarError::Unclosed { at }),
+            Err(TemplateError::BadPlaceholder { placeholder, .. }) => {
+                Err(GrammarError::BadPlaceholder(placeholder))
+            }
+            Err(TemplateError::Ambiguous { first, second, .. }) => {
+                Err(GrammarError::Ambiguous { first, second })
+            }
+            Err(other) => panic!("a lock-core template error this copy does not know: {other}"),
+        }
     }
 
+    /// The same, from this module's parser.
+    fn our_split(template: &str) -> Result<(Vec<String>, String), GrammarError> {
+        let mut paths = Vec::new();
+        let mut name = String::new();
+        for part in split(template)? {
+            match part {
+                RawPart::Literal(text) => name.push_str(&text),
+                RawPart::Value(path) => {
+                    lock_core::encode_value(&mut name, &format!("<{path}>"));
+                    paths.push(path);
+                }
+            }
+        }
+        Ok((paths, name))
+    }
+
+    /// The two copies of the grammar agree: the same templates accepted, with the same
+    /// placeholders and literals, and the same rejected, for the same reason.
     #[test]
     fn grammar_matches_lock_core() {
+        let table = [
+            "item_<id>",
+            "a<<b<order.id>:<header.x-tenant>",
+            "a>b",
+            "<<",
+            "<<<a>>",
+            "<a-b.0>:<_>",
+            "",
+            "a<id",
+            "<a>:<b",
+            "<>",
+            "<a b>",
+            "<a.>",
+            "<.a>",
+            "<a..b>",
+            "<é>",
+            "<a<b>",
+            "<a>_<b>",
+            "<a><b>",
+            "<a>/<b>",
+            "<a>x:<b>",
+            "<a>%<b>",
+            "<a>%25<b>",
+            "<a>%:<b>",
+            "<a>~.-_<b>",
+            "<a>é<b>",
+            "<a><<<b>",
+            "<a>:<b>%<c>",
+            "x<a>:<b>_y",
+        ];
+        // Every ASCII character, and a few others, between two placeholders (doubled, so
+        // that `<` is the escape `<<`).
+        let between = (0..=0x7f_u8)
+            .map(char::from)
+            .chain(['é', '\u{7ff}', '\u{ffff}', '\u{10ffff}'])
+            .map(|c| format!("<a>{c}{c}<b>"));
+        let (mut accepted, mut total) = (0, 0);
+        for template in table.map(str::to_owned).into_iter().chain(between) {
+            let ours = our_split(&template);
+            assert_eq!(ours, lock_core_split(&template), "{template:?}");
+            accepted += usize::from(ours.is_ok());
+            total += 1;
+        }
+        assert!(0 < accepted && accepted < total, "{accepted} of {total}");
         assert_eq!(
-            values("a<<b<order.id>:<header.x-tenant>"),
+            split("a<<b<order.id>:<header.x-tenant>").unwrap(),
             [
                 RawPart::Literal("a<b".into()),
                 RawPart::Value("order.id".into()),
@@ -308,17 +416,19 @@ mod tests {
                 RawPart::Value("header.x-tenant".into()),
             ]
         );
-        assert_eq!(values("a>b"), [RawPart::Literal("a>b".into())]);
-        assert!(split("").unwrap_err().contains("empty"));
-        assert!(split("a<id")
-            .unwrap_err()
-            .contains("unclosed `<` at byte 1"));
-        assert!(split("<>").unwrap_err().contains("bad placeholder"));
-        assert!(split("<a b>").unwrap_err().contains("bad placeholder"));
-        assert!(split("<a>_<b>").unwrap_err().contains("`<a>` and `<b>`"));
-        assert!(split("<a><b>").is_err());
-        assert!(split("<a>/<b>").is_ok());
-        assert!(split("<a>x:<b>").is_ok());
+    }
+
+    #[test]
+    fn grammar_errors_say_what_to_write() {
+        let message = |template: &str| split(template).unwrap_err().to_string();
+        assert!(message("").contains("`key = \"item_<id>\"`"));
+        assert!(message("a<id").contains("unclosed `<` at byte 1"));
+        assert!(message("<a b>").contains("bad placeholder `<a b>`"));
+        let ambiguous = message("<a>%<b>");
+        assert!(
+            ambiguous.contains("`<a>` and `<b>`") && ambiguous.contains("`%`"),
+            "{ambiguous}"
+        );
     }
 
     fn params(sig: &str) -> Params {

@@ -17,6 +17,7 @@ use tower::ServiceExt;
 struct App {
     locks: LockClient,
     conn: MultiplexedConnection,
+    region: String,
 }
 
 /// Lock failures answer 409 (busy) or 503 (Redis down); other failures 500.
@@ -63,13 +64,18 @@ async fn buy(State(app): State<App>, Path(id): Path<u64>) -> Result<String, ApiE
     Ok(format!("sold {}", sold + 1))
 }
 
-#[distributed_lock(key = "shop_<shop>:item_<item>", client = app.locks, wait = "0s")]
+/// The key also takes a field of the state, through the `State(app)` pattern.
+#[distributed_lock(
+    key = "<app.region>/shop_<shop>:item_<item>",
+    client = app.locks,
+    wait = "0s"
+)]
 async fn peek(
     Path((shop, item)): Path<(u32, u32)>,
     State(app): State<App>,
 ) -> Result<String, ApiError> {
-    let token = lock_core::current_lock().expect("held").fencing_token();
-    Ok(format!("{shop}/{item} token {token}"))
+    let lock = lock_core::current_lock().expect("held");
+    Ok(format!("{} token {}", lock.name(), lock.fencing_token()))
 }
 
 fn router(app: App) -> Router {
@@ -105,6 +111,7 @@ async fn annotated_handler_serializes_requests() {
     let app = App {
         locks: client(&server.url()),
         conn: conn.clone(),
+        region: "eu".into(),
     };
     let router = router(app);
     let tasks: Vec<_> = (0..REQUESTS)
@@ -121,24 +128,27 @@ async fn annotated_handler_serializes_requests() {
     assert_eq!(sold, REQUESTS, "lost updates: handlers overlapped");
 }
 
-/// Path tuple patterns make the key; a busy lock answers through the handler's error type.
+/// Path tuple patterns and a state field make the key (the field's `/` encoded); a busy
+/// lock answers through the handler's error type.
 #[tokio::test]
 async fn annotated_handler_reports_a_busy_lock() {
+    const NAME: &str = "eu%2Fwest/shop_4:item_2";
     let server = RedisServer::start();
     let conn = server.conn().await;
     let locks = client(&server.url());
     let router = router(App {
         locks: locks.clone(),
         conn,
+        region: "eu/west".into(),
     });
     let (status, body) = call(&router, "GET", "/shops/4/items/2").await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert!(body.starts_with("4/2 token "), "{body}");
+    assert!(body.starts_with(&format!("{NAME} token ")), "{body}");
 
     let holder = client(&server.url());
-    let guard = holder.lock("shop_4:item_2").await.expect("holder");
+    let guard = holder.lock(NAME).await.expect("holder");
     let (status, body) = call(&router, "GET", "/shops/4/items/2").await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(body.contains("shop_4:item_2"), "{body}");
+    assert!(body.contains(NAME), "{body}");
     guard.release().await.expect("release");
 }

@@ -2,10 +2,12 @@
 //! keys, reentrancy, loss, errors, and release on panic and cancellation.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
-use distlock_tests::locks::{builder, client, exists, lock_key, pttl, wait_gone, GENEROUS};
+use distlock_tests::locks::{
+    builder, client, exists, lock_key, pttl, wait_gone, wait_until, GENEROUS,
+};
 use distlock_tests::RedisServer;
 use lock_core::{distributed_lock, LockClient, LockError};
 use redis::aio::MultiplexedConnection;
@@ -170,11 +172,133 @@ async fn nested_calls_on_one_key_reenter() {
         .expect("free after the outermost call");
 }
 
+/// The key of `name`'s fair queue of waiters (see lock-core's `scripts`).
+fn queue_key(name: &str) -> String {
+    format!("distlock__queue:{{{}}}", lock_key(name))
+}
+
+/// A chain of locked calls on `chain_<id>` that another owner waits behind: what happened,
+/// in order, and checks that only Redis can answer.
+struct Chain {
+    conn: MultiplexedConnection,
+    /// The chain's client id, the prefix of its owner ids in Redis.
+    client_id: String,
+    events: Mutex<Vec<&'static str>>,
+    /// The innermost body runs.
+    holding: Notify,
+    /// Lets the innermost body return.
+    go: Notify,
+}
+
+impl Chain {
+    fn event(&self, event: &'static str) {
+        self.events.lock().unwrap().push(event);
+    }
+
+    /// After a nested call returned: the lock is still the chain's alone in Redis, and the
+    /// other owner is still queued. A nested return that released in Redis would have
+    /// handed the lock to the waiter in the same script.
+    async fn still_held(&self, name: &str, after: &str) {
+        let mut conn = self.conn.clone();
+        let owners: Vec<String> = conn.hkeys(lock_key(name)).await.unwrap();
+        assert!(
+            owners.len() == 1 && owners[0].starts_with(&self.client_id),
+            "{after}: owners {owners:?}, not the chain's ({})",
+            self.client_id
+        );
+        let queued: usize = conn.zcard(queue_key(name)).await.unwrap();
+        assert_eq!(queued, 1, "{after}: the other owner still waits");
+    }
+}
+
+#[distributed_lock(key = "chain_<id>", client = locks)]
+async fn chain_outer(locks: &LockClient, id: u64, chain: &Chain) -> Result<(), AppError> {
+    chain_middle(locks, id, chain).await?;
+    chain
+        .still_held(&format!("chain_{id}"), "middle returned")
+        .await;
+    chain.event("outer body ends");
+    Ok(())
+}
+
+#[distributed_lock(key = "chain_<id>", client = locks)]
+async fn chain_middle(locks: &LockClient, id: u64, chain: &Chain) -> Result<(), AppError> {
+    chain_inner(locks, id, chain).await?;
+    chain
+        .still_held(&format!("chain_{id}"), "inner returned")
+        .await;
+    chain.event("inner returned");
+    Ok(())
+}
+
+#[distributed_lock(key = "chain_<id>", client = locks)]
+async fn chain_inner(locks: &LockClient, id: u64, chain: &Chain) -> Result<(), AppError> {
+    chain.holding.notify_one();
+    chain.go.notified().await;
+    Ok(())
+}
+
+/// The other owner: a real wait, long enough for the whole chain.
+#[distributed_lock(key = "chain_<id>", client = locks, wait = "10s")]
+async fn wait_for_chain(locks: LockClient, id: u64, chain: Arc<Chain>) -> Result<(), AppError> {
+    chain.event("other owner acquires");
+    Ok(())
+}
+
+/// A different owner waiting (not trying once) on a key that a nested chain of locked calls
+/// holds is queued all along and gets the lock only once the outermost body has ended:
+/// the inner returns leave the lock in Redis with the chain.
+#[tokio::test]
+async fn different_owner_waits_for_the_outermost_call() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let (locks, other) = (client(&server.url()), client(&server.url()));
+    let chain = Arc::new(Chain {
+        conn: conn.clone(),
+        client_id: locks.id().to_owned(),
+        events: Mutex::default(),
+        holding: Notify::new(),
+        go: Notify::new(),
+    });
+    let outer = tokio::spawn({
+        let chain = Arc::clone(&chain);
+        async move { chain_outer(&locks, 5, &chain).await }
+    });
+    tokio::time::timeout(GENEROUS, chain.holding.notified())
+        .await
+        .expect("the chain reaches depth 3");
+    let waiter = tokio::spawn(wait_for_chain(other, 5, Arc::clone(&chain)));
+    wait_until("the other owner is queued", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { conn.zcard::<_, usize>(queue_key("chain_5")).await.unwrap() == 1 }
+    })
+    .await;
+    chain.go.notify_one();
+
+    tokio::time::timeout(GENEROUS, outer)
+        .await
+        .expect("the chain completes")
+        .expect("task")
+        .expect("chain");
+    tokio::time::timeout(GENEROUS, waiter)
+        .await
+        .expect("the other owner acquires once the chain is done")
+        .expect("task")
+        .expect("other owner");
+    assert_eq!(
+        *chain.events.lock().unwrap(),
+        ["inner returned", "outer body ends", "other owner acquires"]
+    );
+    wait_gone(&mut conn, &lock_key("chain_5"), GENEROUS).await;
+}
+
 /// Signals that the body started, then waits for `go`; records how it ended.
 #[derive(Default)]
 struct Probe {
     completed: AtomicBool,
     dropped: AtomicBool,
+    /// The body saw, before completing, that its lock was lost.
+    saw_loss: AtomicBool,
 }
 
 struct DropFlag<'a>(&'a AtomicBool);
@@ -211,13 +335,33 @@ async fn continuing(
     let _flag = DropFlag(&probe.dropped);
     let _ = started.send(());
     go.notified().await;
+    // From inside the body: re-entering the lock fails with the lost error once the loss
+    // was detected (before, it re-enters).
+    let locks = &locks;
+    wait_until("the body sees its lock lost", GENEROUS, || async move {
+        match reenter(locks, name).await {
+            Ok(()) => false,
+            Err(e) => {
+                let e = e.lock();
+                assert!(e.is_lost(), "{e}");
+                true
+            }
+        }
+    })
+    .await;
+    probe.saw_loss.store(true, Ordering::SeqCst);
     probe.completed.store(true, Ordering::SeqCst);
     Ok(())
 }
 
+#[distributed_lock(key = "lost_<name>", client = locks, wait = "0s")]
+async fn reenter(locks: &LockClient, name: &str) -> Result<(), AppError> {
+    Ok(())
+}
+
 /// The keys deleted externally while both bodies await: with `abort` the body is dropped at
-/// its await and the fn returns the lost error; with `continue` (same client, so the same
-/// renewal round saw both losses) the body runs to the end.
+/// its await and the fn returns the lost error; with `continue` the body runs on, sees from
+/// inside that its lock is lost, and completes.
 #[tokio::test]
 async fn lost_lock_aborts_or_continues() {
     let server = RedisServer::start();
@@ -275,6 +419,10 @@ async fn lost_lock_aborts_or_continues() {
         .expect("task")
         .expect("continue completes despite the loss");
     assert!(continue_probe.completed.load(Ordering::SeqCst));
+    assert!(
+        continue_probe.saw_loss.load(Ordering::SeqCst),
+        "the loss was detected while the body ran"
+    );
 }
 
 #[distributed_lock(key = "busy_<id>", client = locks, wait = "200ms")]
@@ -315,21 +463,31 @@ async fn redis_down_is_unavailable() {
     assert!(err.is_unavailable(), "{err}");
 }
 
+/// How soon a panic or a cancellation must release the lock (the bound).
+const RELEASE_BOUND: Duration = Duration::from_secs(1);
+
 #[distributed_lock(key = "crash_<id>", client = locks)]
-async fn panics(locks: LockClient, id: u64, started: oneshot::Sender<()>) -> Result<(), AppError> {
+async fn panics(
+    locks: LockClient,
+    id: u64,
+    started: oneshot::Sender<()>,
+    panicked_at: Arc<OnceLock<Instant>>,
+) -> Result<(), AppError> {
     let _ = started.send(());
     tokio::task::yield_now().await;
+    panicked_at.set(Instant::now()).unwrap();
     panic!("boom in the body");
 }
 
-/// A panic in the body releases the lock.
+/// A panic in the body releases the lock: the key is gone within 1 s of the panic.
 #[tokio::test]
 async fn panic_in_body_releases() {
     let server = RedisServer::start();
     let mut conn = server.conn().await;
     let locks = client(&server.url());
     let (started, ready) = oneshot::channel();
-    let call = tokio::spawn(panics(locks.clone(), 1, started));
+    let panicked_at = Arc::new(OnceLock::new());
+    let call = tokio::spawn(panics(locks.clone(), 1, started, Arc::clone(&panicked_at)));
     ready.await.expect("body started");
     assert!(
         exists(&mut conn, &lock_key("crash_1")).await,
@@ -337,7 +495,9 @@ async fn panic_in_body_releases() {
     );
     let joined = call.await;
     assert!(joined.expect_err("panicked").is_panic());
-    wait_gone(&mut conn, &lock_key("crash_1"), Duration::from_secs(5)).await;
+    wait_gone(&mut conn, &lock_key("crash_1"), GENEROUS).await;
+    let took = panicked_at.get().expect("the body panicked").elapsed();
+    assert!(took < RELEASE_BOUND, "released {took:?} after the panic");
 }
 
 #[distributed_lock(key = "cancel_<id>", client = locks)]
@@ -351,7 +511,7 @@ async fn never_ends(
     Ok(())
 }
 
-/// Cancelling the call (dropping its future) releases the lock.
+/// Cancelling the call (dropping its future) releases the lock: the key is gone within 1 s.
 #[tokio::test]
 async fn cancelled_call_releases() {
     let server = RedisServer::start();
@@ -364,9 +524,15 @@ async fn cancelled_call_releases() {
         exists(&mut conn, &lock_key("cancel_1")).await,
         "held in the body"
     );
+    let cancelled_at = Instant::now();
     call.abort();
     assert!(call.await.expect_err("cancelled").is_cancelled());
-    wait_gone(&mut conn, &lock_key("cancel_1"), Duration::from_secs(5)).await;
+    wait_gone(&mut conn, &lock_key("cancel_1"), GENEROUS).await;
+    let took = cancelled_at.elapsed();
+    assert!(
+        took < RELEASE_BOUND,
+        "released {took:?} after the cancellation"
+    );
 }
 
 #[distributed_lock(key = "pair_<a>:<b>", client = locks, lease = "20s")]
@@ -400,6 +566,27 @@ async fn key_values_are_encoded_and_lease_applies() {
         ttl > 10_000 && ttl <= 20_000,
         "lease = 20s gives the key's TTL: {ttl}"
     );
+}
+
+struct Order {
+    id: u64,
+    #[allow(dead_code)] // only for the pattern's `..` to skip
+    note: &'static str,
+}
+
+/// `<<` is a literal `<`; a struct pattern's binding gives the value.
+#[distributed_lock(key = "<<raw>:order_<id>", client = locks)]
+async fn raw_order(locks: &LockClient, Order { id, .. }: Order) -> Result<String, AppError> {
+    Ok(lock_core::current_lock().expect("held").name().to_string())
+}
+
+/// The name renders `<<` as `<` and takes `id` out of the struct pattern.
+#[tokio::test]
+async fn escapes_and_struct_patterns_render() {
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let name = raw_order(&locks, Order { id: 7, note: "x" }).await.unwrap();
+    assert_eq!(name, "<raw>:order_7");
 }
 
 struct Account {

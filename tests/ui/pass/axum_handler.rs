@@ -9,6 +9,7 @@ use lock_core::{distributed_lock, LockClient, LockError};
 #[derive(Clone)]
 struct App {
     locks: LockClient,
+    region: String,
 }
 
 struct ApiError(LockError);
@@ -25,7 +26,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-#[distributed_lock(key = "item_<id>", client = app.locks, wait = "2s")]
+#[distributed_lock(key = "<app.region>:item_<id>", client = app.locks, wait = "2s")]
 async fn buy(State(app): State<App>, Path(id): Path<u64>) -> Result<String, ApiError> {
     Ok(format!("bought {id}"))
 }

@@ -47,6 +47,12 @@ async fn patterns(Path((shop, item)): Path<(u32, u32)>, (a, _b): (String, u8)) -
     Ok(format!("{shop} {item} {a}"))
 }
 
+/// Struct patterns bind their fields, shorthand or renamed.
+#[distributed_lock(key = "order_<id>:<first>")]
+async fn struct_pattern(Order { id, lines: (first, _), .. }: Order) -> Result<u64, LockError> {
+    Ok(id + u64::from(first))
+}
+
 #[distributed_lock(key = "<<raw>_<name>", wait = "0s", lease = "1m30s", on_lost = "continue")]
 async fn generic<T, U: Display + Send>(name: T, extra: impl Display, u: U) -> MyResult<String>
 where
@@ -81,6 +87,7 @@ fn main() {
     let _ = simple(1);
     let _ = fields(Order { id: 1, lines: (2, "x".into()) });
     let _ = patterns(Path((1, 2)), ("a".into(), 3));
+    let _ = struct_pattern(Order { id: 1, lines: (2, "x".into()) });
     let _ = generic::<u8, u8>(1, "x", 2);
     let _ = borrowed("x", 1);
     let _ = owned("x".into());
