@@ -1,5 +1,6 @@
-//! The four libraries behind one face: take a lock with the library's default waiting
-//! strategy, release it.
+//! The libraries behind one face: take a lock with the library's default waiting strategy,
+//! release it. Plus a reference that is no library: Redisson 3.27's own lock and unlock Lua,
+//! to show what the Redisson-compatible layout itself costs Redis (scenarios A and B only).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,6 +18,10 @@ const UNLOCK: &str = r"if redis.call('get', KEYS[1]) == ARGV[1] then
   return redis.call('del', KEYS[1]) else return 0 end";
 const EXTEND: &str = r"if redis.call('get', KEYS[1]) == ARGV[1] then
   return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+/// Redisson 3.27 `tryLockInnerAsync`.
+const REDISSON_LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+/// Redisson 3.27 `unlockInnerAsync`, with its unlock latch key.
+const REDISSON_UNLOCK: &str = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val); end; if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end;";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lib {
@@ -24,10 +29,18 @@ pub enum Lib {
     Rslock,
     RedisLock,
     Distlock,
+    /// Redisson's scripts, no waiting strategy: a floor for any Redisson-compatible lock.
+    RedissonLua,
 }
 
 impl Lib {
-    pub const ALL: [Lib; 4] = [Lib::Baseline, Lib::Rslock, Lib::RedisLock, Lib::Distlock];
+    pub const ALL: [Lib; 5] = [
+        Lib::Baseline,
+        Lib::Rslock,
+        Lib::RedisLock,
+        Lib::Distlock,
+        Lib::RedissonLua,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -35,6 +48,16 @@ impl Lib {
             Lib::Rslock => "rslock",
             Lib::RedisLock => "redis-lock",
             Lib::Distlock => "distlock",
+            Lib::RedissonLua => "redisson-lua",
+        }
+    }
+
+    /// Why a scenario does not apply to this library, if it does not.
+    pub fn not_in(self, scenario: char) -> Option<&'static str> {
+        match (self, scenario) {
+            (Lib::RedissonLua, 'C' | 'D') => Some("reference scripts: no waiting or watchdog"),
+            (Lib::RedisLock, 'D') => Some("no extend/renew API"),
+            _ => None,
         }
     }
 
@@ -99,6 +122,52 @@ impl Baseline {
     }
 }
 
+/// Redisson 3.27's lock and unlock scripts on one multiplexed connection, as one Redisson
+/// thread sends them (no pub/sub: only for uncontended scenarios).
+#[derive(Clone)]
+pub struct RedissonLua {
+    conn: MultiplexedConnection,
+    lock: Arc<Script>,
+    unlock: Arc<Script>,
+    owner: String,
+}
+
+impl RedissonLua {
+    async fn lock(&self, name: &str) -> Result<(), String> {
+        let mut conn = self.conn.clone();
+        let busy: Option<i64> = self
+            .lock
+            .key(name)
+            .arg(LEASE.as_millis() as u64)
+            .arg(&self.owner)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        match busy {
+            None => Ok(()),
+            Some(_) => Err("redisson-lua: busy (it has no waiting strategy here)".to_owned()),
+        }
+    }
+
+    async fn unlock(&self, name: &str) -> Result<(), String> {
+        let mut conn = self.conn.clone();
+        let _: Option<i64> = self
+            .unlock
+            .key(name)
+            .key(format!("redisson_lock__channel:{{{name}}}"))
+            .key(format!("redisson_unlock_latch:{{{name}}}:{}", self.owner))
+            .arg(0)
+            .arg(LEASE.as_millis() as u64)
+            .arg(&self.owner)
+            .arg("PUBLISH")
+            .arg(13_500)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
 /// One library's client, cheap to clone into tasks.
 #[derive(Clone)]
 pub enum Peer {
@@ -106,6 +175,7 @@ pub enum Peer {
     Rslock(rslock::LockManager),
     RedisLock(redis027::Client),
     Distlock(lock_core::LockClient),
+    RedissonLua(RedissonLua),
 }
 
 /// A held lock of any library.
@@ -114,6 +184,7 @@ pub enum Held {
     Rslock(rslock::Lock),
     RedisLock(String),
     Distlock(lock_core::LockGuard),
+    RedissonLua(String),
 }
 
 impl Peer {
@@ -149,6 +220,23 @@ impl Peer {
                     .build()
                     .map_err(|e| e.to_string())?,
             ),
+            Lib::RedissonLua => {
+                let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+                let mut conn = client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let (lock, unlock) = (Script::new(REDISSON_LOCK), Script::new(REDISSON_UNLOCK));
+                for s in [&lock, &unlock] {
+                    let _: String = s.load_async(&mut conn).await.map_err(|e| e.to_string())?;
+                }
+                Peer::RedissonLua(RedissonLua {
+                    conn,
+                    lock: Arc::new(lock),
+                    unlock: Arc::new(unlock),
+                    owner: "0c0ffee0-0000-4000-8000-000000000000:1".to_owned(),
+                })
+            }
         })
     }
 
@@ -183,6 +271,10 @@ impl Peer {
                 .await
                 .map(Held::Distlock)
                 .map_err(|e| e.to_string()),
+            Peer::RedissonLua(r) => r
+                .lock(name)
+                .await
+                .map(|()| Held::RedissonLua(name.to_owned())),
         }
     }
 
@@ -201,6 +293,7 @@ impl Peer {
             (Peer::Distlock(_), Held::Distlock(guard)) => {
                 guard.release().await.map_err(|e| e.to_string())
             }
+            (Peer::RedissonLua(r), Held::RedissonLua(name)) => r.unlock(&name).await,
             _ => Err("held lock of another library".to_owned()),
         }
     }

@@ -51,7 +51,7 @@ fn per_tick(o: &Observed) -> Metrics {
 }
 
 /// Holds `d_locks` locks for `d_secs` with a `d_lease` lease kept alive by the library.
-/// `None` when the library has no way to keep a lock alive.
+/// `None` when the library has no way to keep a lock alive (see [`Lib::not_in`]).
 pub async fn watchdog(
     lib: Lib,
     url: &str,
@@ -63,7 +63,7 @@ pub async fn watchdog(
     let names: Vec<String> = (0..s.d_locks).map(|i| format!("d{run}:{i}")).collect();
     let window = Duration::from_secs_f64(s.d_secs);
     match lib {
-        Lib::RedisLock => None,
+        Lib::RedisLock | Lib::RedissonLua => None,
         Lib::Distlock => {
             // Watchdog interval = lease / 3.
             let client = lock_core::LockClient::builder(url)

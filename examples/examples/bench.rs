@@ -29,7 +29,7 @@ use scenarios::Sizes;
 use server::{Admin, Server};
 
 const USAGE: &str = "usage: bench [--quick] [--runs N] [--d-runs N] [--scenarios A,B,C,D,E]
-             [--libs baseline,rslock,redis-lock,distlock] [--a-iters N] [--b-secs S]
+             [--libs baseline,rslock,redis-lock,distlock,redisson-lua] [--a-iters N] [--b-secs S]
              [--c-secs S] [--d-locks N] [--d-secs S] [--d-lease-ms MS] [--e-secs S]
   REDIS_URL (loopback only) replaces the private redis-server the bench starts.";
 
@@ -177,15 +177,23 @@ async fn run(args: Args, server: &Server) {
         }
         for (lib, peer) in &peers {
             if has('C') {
-                let m = scenarios::contention(*lib, peer, &admin, &args.sizes, run).await;
-                results.add('C', *lib, m);
+                match lib.not_in('C') {
+                    Some(why) => results.not_applicable('C', *lib, why),
+                    None => {
+                        let m = scenarios::contention(*lib, peer, &admin, &args.sizes, run).await;
+                        results.add('C', *lib, m);
+                    }
+                }
             }
         }
         if has('D') && run < args.d_runs {
             for (lib, _) in &peers {
                 match watchdog::watchdog(*lib, &url, &admin, &args.sizes, run).await {
                     Some(m) => results.add('D', *lib, m),
-                    None => results.not_applicable('D', *lib, "no extend/renew API"),
+                    None => {
+                        let why = lib.not_in('D').unwrap_or("not measured");
+                        results.not_applicable('D', *lib, why);
+                    }
                 }
             }
         }
