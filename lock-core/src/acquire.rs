@@ -93,7 +93,8 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
             // The guard exists before the next `.await`: dropped from here on, it releases.
             let guard = LockGuard::new(Held::new(Arc::clone(&inner), acquired, scope));
             match inner.config.min_replicas {
-                Some((replicas, timeout)) => replicated(guard, replicas, timeout).await,
+                // Boxed: a rare path, kept out of every acquisition's future.
+                Some((replicas, timeout)) => Box::pin(replicated(guard, replicas, timeout)).await,
                 None => Ok(guard),
             }
         }
@@ -336,23 +337,16 @@ impl Attempter<'_> {
 /// An acquisition under way. Unless disarmed, it leaves no trace in Redis: the owner is
 /// taken out of the queue, and a hold it got without seeing the answer (a dropped future, a
 /// lost or late reply, a grant nobody read) is released and handed on.
-struct Pending {
-    inner: Arc<ClientInner>,
-    keys: LockKeys,
-    owner: String,
-    lease: Duration,
-    meta: String,
+/// It borrows the attempt and copies what the clean-up needs only when it must run.
+struct Pending<'a> {
+    attempter: &'a Attempter<'a>,
     armed: bool,
 }
 
-impl Pending {
-    fn new(attempter: &Attempter<'_>) -> Self {
+impl<'a> Pending<'a> {
+    fn new(attempter: &'a Attempter<'a>) -> Self {
         Self {
-            inner: Arc::clone(attempter.inner),
-            keys: attempter.keys.clone(),
-            owner: attempter.owner.clone(),
-            lease: attempter.lease,
-            meta: attempter.meta.clone(),
+            attempter,
             armed: true,
         }
     }
@@ -364,11 +358,12 @@ impl Pending {
     /// Leaves now, waiting for Redis (errors are left to the waiter's queue deadline).
     async fn leave(mut self) {
         self.armed = false;
-        leave(&self.inner, &self.keys, &self.owner, self.lease, &self.meta).await;
+        let a = self.attempter;
+        leave(a.inner, a.keys, &a.owner, a.lease, &a.meta).await;
     }
 }
 
-impl Drop for Pending {
+impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -376,11 +371,9 @@ impl Drop for Pending {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (inner, keys, lease) = (Arc::clone(&self.inner), self.keys.clone(), self.lease);
-        let (owner, meta) = (
-            std::mem::take(&mut self.owner),
-            std::mem::take(&mut self.meta),
-        );
+        let a = self.attempter;
+        let (inner, keys, lease) = (Arc::clone(a.inner), a.keys.clone(), a.lease);
+        let (owner, meta) = (a.owner.clone(), a.meta.clone());
         runtime.spawn(async move { leave(&inner, &keys, &owner, lease, &meta).await });
     }
 }

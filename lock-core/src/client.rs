@@ -289,6 +289,12 @@ impl ClientInner {
         call: ScriptInvocation<'static>,
         mut decided: impl FnMut(&[Result<T, LockError>]) -> bool,
     ) -> Vec<Result<T, LockError>> {
+        if let [conn] = self.nodes.as_slice() {
+            // One server: one call, nothing to share with other nodes' calls.
+            let mut conn = conn.clone();
+            let timeout = self.node_timeout(lease);
+            return vec![bounded(name, timeout, call.invoke_async(&mut conn)).await];
+        }
         let mut calls = self.eval_stream(name, lease, call);
         let mut answers = Vec::with_capacity(self.nodes.len());
         while let Some(answer) = calls.next().await {

@@ -8,7 +8,6 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
@@ -159,15 +158,15 @@ impl LockGuard {
     /// The returned future ([`Release`]) does nothing until polled.
     ///
     /// # Cancel safety
-    /// The release runs on a spawned task: dropping this future does not stop it (dropped
-    /// before its first poll, it drops the guard, which releases in the background).
+    /// Dropping this future does not stop the release: started, it goes on in the
+    /// background on the runtime; not started, the guard it holds releases as it drops.
     ///
     /// # Panics
-    /// When the returned future is polled outside a Tokio runtime (as Redis calls need one).
+    /// When polled outside a Tokio runtime (as every Redis call of this crate).
     pub fn release(self) -> Release {
         Release {
             guard: Some(self),
-            outcome: None,
+            running: None,
         }
     }
 }
@@ -255,12 +254,16 @@ impl fmt::Debug for Lost {
 /// The future of [`LockGuard::release`]: the outcome of releasing one hold.
 ///
 /// At its first poll it gives the hold back to its scope and, for the outermost hold,
-/// spawns the release in Redis, then waits for that task's report of the outcome.
+/// starts the release in Redis, which it then drives. Dropped before that finished, it
+/// hands the release to the runtime, which finishes it in the background.
 #[must_use = "futures do nothing unless polled"]
 pub struct Release {
     guard: Option<LockGuard>,
-    outcome: Option<(oneshot::Receiver<Result<(), LockError>>, LockName)>,
+    running: Option<(ReleaseInRedis, LockName)>,
 }
+
+/// The release in Redis, boxed: it is moved to a task when its future is dropped.
+type ReleaseInRedis = Pin<Box<dyn Future<Output = Result<(), LockError>> + Send>>;
 
 impl Future for Release {
     type Output = Result<(), LockError>;
@@ -272,32 +275,45 @@ impl Future for Release {
             if !guard.held.release_hold() {
                 return Poll::Ready(Ok(()));
             }
-            let held = Arc::clone(&guard.held);
-            let name = held.name.clone();
-            let (report, outcome) = oneshot::channel();
-            tokio::spawn(held.release_in_redis(move |result| {
-                // The caller may have stopped waiting: nothing else to tell.
-                let _ = report.send(result);
-            }));
-            this.outcome = Some((outcome, name));
+            let name = guard.held.name.clone();
+            let release = Arc::clone(&guard.held).release_in_redis();
+            this.running = Some((Box::pin(release), name));
         }
-        let Some((outcome, name)) = this.outcome.as_mut() else {
+        let Some((release, _)) = this.running.as_mut() else {
             // Polled again after it resolved: the release was reported then.
             return Poll::Ready(Ok(()));
         };
-        let reported = ready!(Pin::new(outcome).poll(cx));
-        let name = name.clone();
-        this.outcome = None;
-        Poll::Ready(reported.unwrap_or(Err(LockError::Lost {
-            name,
-            reason: "the release task ended without an outcome (runtime shut down or panic)",
-        })))
+        let outcome = ready!(release.as_mut().poll(cx));
+        this.running = None;
+        Poll::Ready(outcome)
+    }
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let Some((release, name)) = self.running.take() else {
+            // Not started: a guard still here releases as it drops.
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(error) = release.await {
+                        tracing::warn!(lock = %name, %error, "background release failed");
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(
+                lock = %name,
+                "release dropped outside a Tokio runtime: the lock expires after its lease"
+            ),
+        }
     }
 }
 
 impl fmt::Debug for Release {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match (&self.guard, &self.outcome) {
+        let name = match (&self.guard, &self.running) {
             (Some(guard), _) => Some(guard.name()),
             (None, Some((_, name))) => Some(name),
             (None, None) => None,

@@ -4,7 +4,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
@@ -199,49 +198,43 @@ impl Held {
         self.ended.clone().cancelled_owned()
     }
 
-    /// Deletes the hold in Redis (publishing the release), once, and calls `report` with the
-    /// outcome as soon as it is known: at the first node that released it (Redlock: a dead
-    /// or slow minority does not hold the caller up), else when every node has answered.
-    /// The calls to the other nodes go on until they answer, so none is left holding.
-    pub(crate) async fn release_in_redis(
-        self: Arc<Self>,
-        report: impl FnOnce(Result<(), LockError>),
-    ) {
+    /// Deletes the hold in Redis (publishing the release), once, and answers as soon as the
+    /// outcome is known: at the first node that released it (Redlock: a dead or slow
+    /// minority does not hold the caller up; the calls to the other nodes go on in the
+    /// background until they answer, so none is left holding), else when every node has
+    /// answered.
+    ///
+    /// # Errors
+    /// [`LockError::NotHeld`] when the nodes that answered no longer had this hold; the
+    /// Redis error when none answered.
+    pub(crate) async fn release_in_redis(self: Arc<Self>) -> Result<(), LockError> {
         if self.released.swap(true, Ordering::AcqRel) {
-            return report(Ok(()));
+            return Ok(());
         }
         self.client.watchdog.unregister(&self);
         self.ended.cancel();
         self.record_end();
         let publish = self.client.config.publish;
         let call = scripts::release(&self.keys, &self.owner, self.lease, &self.meta, publish);
-        let mut answers = self.client.eval_stream::<i64>(&self.name, self.lease, call);
-        let mut report = Some(report);
-        // Released if any node still had the hold; "not held" only if the nodes that
-        // answered all said so; an error only if none answered.
-        let (mut first_error, mut answered) = (None, false);
-        while let Some(answer) = answers.next().await {
-            match answer {
-                Ok(0) => answered = true,
-                Ok(_) => {
-                    if let Some(report) = report.take() {
-                        report(Ok(()));
-                    }
-                }
-                Err(error) => {
-                    first_error.get_or_insert(error);
-                }
-            }
-        }
+        let released = |answers: &[Result<i64, LockError>]| {
+            answers.iter().any(|a| matches!(a, Ok(n) if *n > 0))
+        };
+        let answers = (self.client)
+            .eval_until(&self.name, self.lease, call, released)
+            .await;
         let held_for = self.acquired_at.elapsed();
         tracing::debug!(lock = %self.name, owner = %self.owner, ?held_for, "released");
-        let Some(report) = report else { return };
-        report(match first_error {
+        if released(&answers) {
+            return Ok(());
+        }
+        // "Not held" if any node answered; an error only if none did.
+        let answered = answers.iter().any(Result::is_ok);
+        match answers.into_iter().find_map(Result::err) {
             Some(error) if !answered => Err(error),
             _ => Err(LockError::NotHeld {
                 name: self.name.clone(),
             }),
-        });
+        }
     }
 
     /// Releases from a destructor: stops renewal now and deletes in the background.
@@ -249,12 +242,12 @@ impl Held {
         self.client.watchdog.unregister(&self);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                let name = self.name.clone();
-                runtime.spawn(self.release_in_redis(move |outcome| {
-                    if let Err(error) = outcome {
+                runtime.spawn(async move {
+                    let name = self.name.clone();
+                    if let Err(error) = self.release_in_redis().await {
                         tracing::warn!(lock = %name, %error, "background release failed");
                     }
-                }));
+                });
             }
             Err(_) => tracing::warn!(
                 lock = %self.name,
