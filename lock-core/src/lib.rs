@@ -111,6 +111,27 @@ pub use template::{encode_value, KeyTemplate, TemplateError};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::template::KeyBuilder;
+
+    /// How a locked function returns a lock failure: implemented only for `Result`, so that
+    /// any other return type is one error, on the type, saying what to return.
+    #[diagnostic::on_unimplemented(
+        message = "`#[distributed_lock]` functions must return `Result<T, E>` with `E: From<lock_core::LockError>`: when the lock cannot be taken or is lost, the function returns `Err`; `{Self}` is not a `Result`",
+        label = "not a `Result`"
+    )]
+    pub trait LockResult {
+        /// The error type.
+        type Error;
+        /// `Err(error)`.
+        fn err(error: Self::Error) -> Self;
+    }
+
+    #[diagnostic::do_not_recommend]
+    impl<T, E> LockResult for Result<T, E> {
+        type Error = E;
+        fn err(error: E) -> Self {
+            Err(error)
+        }
+    }
 }
 
 #[cfg(feature = "macros")]

@@ -6,7 +6,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ItemFn};
 
 use crate::attr::{Config, OnLost};
-use crate::signature::{Output, RETURN_HINT};
+use crate::signature::Output;
 use crate::template::Params;
 
 /// The whole macro: parse → validate → expand. On any error the function is still emitted
@@ -72,30 +72,13 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
     // mixed-site span would be reported on the attribute).
     let error = format_ident!("__distlock_error", span = err_span);
     let client = format_ident!("__distlock_client", span = Span::mixed_site());
-    let result_trait = format_ident!("__DistlockResult", span = Span::mixed_site());
-
-    // Lock failures become the function's `Err`, through a trait that only `Result`
-    // implements: any other return type is one error, on the type, saying what to return.
-    // A missing `From` impl is reported on the error type.
-    let message = format!("{RETURN_HINT}; `{{Self}}` is not a `Result`");
-    let result_trait_def = quote! {
-        #[diagnostic::on_unimplemented(message = #message, label = "not a `Result`")]
-        trait #result_trait {
-            type Error;
-            fn err(error: Self::Error) -> Self;
-        }
-        #[diagnostic::do_not_recommend]
-        impl<T, E> #result_trait for ::core::result::Result<T, E> {
-            type Error = E;
-            fn err(error: E) -> Self {
-                ::core::result::Result::Err(error)
-            }
-        }
-    };
-    // `<_ as __DistlockResult>::err(From::from(error))`: the call at the return type (rustc
+    // Lock failures become the function's `Err` through `__private::LockResult`, which only
+    // `Result` implements: any other return type is one error, on the type, saying what to
+    // return. A missing `From` impl is reported on the error type.
+    // `<_ as LockResult>::err(From::from(error))`: the call at the return type (rustc
     // underlines its first token), `From::from` at the error type.
     let from = quote_spanned!(err_span=> ::core::convert::From::from(#error));
-    let err = quote_spanned!(ret_span=> <_ as #result_trait>::err(#from));
+    let err = quote_spanned!(ret_span=> <_ as #krate::__private::LockResult>::err(#from));
 
     let (key_lit, template) = &config.key;
     let name_expr = template.build(quote!(#krate::__private::KeyBuilder::new()), key_lit);
@@ -154,7 +137,6 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
         #(#attrs)*
         #vis #sig {
             #(#inner_attrs)*
-            #result_trait_def
             // The name borrows the parameters before the body takes them.
             let #name = #name_expr;
             // `&*&client` (see `client_ref`) is not for the user to simplify.

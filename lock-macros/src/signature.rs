@@ -52,6 +52,8 @@ impl Output {
 }
 
 /// What a locked function must return, and why.
+/// (The same words as `lock_core::__private::LockResult`'s diagnostic; the ui tests of both
+/// errors keep them in step.)
 pub(crate) const RETURN_HINT: &str = "`#[distributed_lock]` functions must return \
     `Result<T, E>` with `E: From<lock_core::LockError>`: when the lock cannot be taken or is \
     lost, the function returns `Err`";
