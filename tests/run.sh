@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
-# Runs the whole distlock test suite on a fresh machine: installs redis-server through the
-# system package manager when it is missing (the tests start their own private servers on
-# free loopback ports; they never use a Redis that is already running), then runs every
-# test of the workspace.
+# Runs the whole distlock test suite on a fresh machine: installs what the tests need through
+# the system package manager when it is missing (redis-server and redis-cli for the private
+# servers and clusters the tests start on free loopback ports — they never use a Redis that
+# is already running — and openssl for the TLS test's certificates), then runs every test of
+# the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "redis-server not found: installing it with the system package manager" >&2
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]} with the system package manager" >&2
   sudo_cmd=""
   if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
   if command -v apt-get >/dev/null 2>&1; then
     $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq redis-server
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
   elif command -v dnf >/dev/null 2>&1; then
-    $sudo_cmd dnf install -y redis
+    # Fedora's redis package carries redis-cli.
+    $sudo_cmd dnf install -y redis openssl
   elif command -v brew >/dev/null 2>&1; then
-    brew install redis
+    brew install redis openssl
   else
-    echo "please install redis-server (7.x) and re-run" >&2
+    echo "please install redis-server and redis-cli (7.x) and openssl, then re-run" >&2
     exit 1
   fi
 fi
