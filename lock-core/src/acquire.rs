@@ -14,6 +14,7 @@ use crate::held::{Acquired, Held};
 use crate::metadata::HolderInfo;
 use crate::metrics::{self, Family};
 use crate::name::{LockKeys, LockName};
+use crate::pending::{leave, Pending};
 use crate::quorum::AcquireTally;
 use crate::replicas::replicated;
 use crate::request::LockRequest;
@@ -119,14 +120,15 @@ fn reentered(held: Arc<Held>) -> Result<LockGuard, LockError> {
     Ok(guard)
 }
 
-struct Attempter<'a> {
-    inner: &'a Arc<ClientInner>,
+/// One acquisition's attempts: what they send, and what the clean-up guard needs.
+pub(crate) struct Attempter<'a> {
+    pub(crate) inner: &'a Arc<ClientInner>,
     name: &'a LockName,
-    keys: &'a LockKeys,
-    owner: String,
-    lease: Duration,
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) owner: String,
+    pub(crate) lease: Duration,
     /// Holder metadata, sent with every attempt (and so part of the queue entry).
-    meta: String,
+    pub(crate) meta: String,
     family: &'a Family,
     /// Set when an attempt found the lock busy.
     contended: AtomicBool,
@@ -331,65 +333,6 @@ impl Attempter<'_> {
             Some(tally.busy_ttl.unwrap_or(Duration::ZERO))
         };
         Ok(Attempt::Busy(ttl, holder, fence))
-    }
-}
-
-/// An acquisition under way. Unless disarmed, it leaves no trace in Redis: the owner is
-/// taken out of the queue, and a hold it got without seeing the answer (a dropped future, a
-/// lost or late reply, a grant nobody read) is released and handed on.
-/// It borrows the attempt and copies what the clean-up needs only when it must run.
-struct Pending<'a> {
-    attempter: &'a Attempter<'a>,
-    armed: bool,
-}
-
-impl<'a> Pending<'a> {
-    fn new(attempter: &'a Attempter<'a>) -> Self {
-        Self {
-            attempter,
-            armed: true,
-        }
-    }
-
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-
-    /// Leaves now, waiting for Redis (errors are left to the waiter's queue deadline).
-    async fn leave(mut self) {
-        self.armed = false;
-        let a = self.attempter;
-        leave(a.inner, a.keys, &a.owner, a.lease, &a.meta).await;
-    }
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let a = self.attempter;
-        let (inner, keys, lease) = (Arc::clone(a.inner), a.keys.clone(), a.lease);
-        let (owner, meta) = (a.owner.clone(), a.meta.clone());
-        runtime.spawn(async move { leave(&inner, &keys, &owner, lease, &meta).await });
-    }
-}
-
-async fn leave(inner: &ClientInner, keys: &LockKeys, owner: &str, lease: Duration, meta: &str) {
-    let name = LockName::from(keys.lock.clone());
-    let call = scripts::release(keys, owner, lease, meta, inner.config.publish);
-    for answer in inner.eval_each::<i64>(&name, lease, call).await {
-        match answer {
-            Ok(0) => {}
-            Ok(_) => {
-                tracing::debug!(lock = %name, "released a hold whose acquisition was not seen")
-            }
-            Err(error) => tracing::warn!(lock = %name, %error,
-                "could not leave the lock's queue; the entry expires by itself"),
-        }
     }
 }
 

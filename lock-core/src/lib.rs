@@ -81,6 +81,7 @@ mod inspect;
 mod metadata;
 mod metrics;
 mod name;
+mod pending;
 mod pubsub;
 mod quorum;
 mod replicas;
