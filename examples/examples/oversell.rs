@@ -8,43 +8,29 @@
 //! ```
 //!
 //! Uses `REDIS_URL` if set, else a Redis on 127.0.0.1:6379, else starts a private
-//! `redis-server` on a free port (stopped at exit).
+//! `redis-server` on a free port (stopped at exit, also on Ctrl-C and SIGTERM). Exits 0 when
+//! the locked run sold exactly the stock, 1 when it did not, 130 (SIGINT) or 143 (SIGTERM)
+//! when interrupted.
 
+use std::future::Future;
+use std::io;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::Parser;
-use distlock_examples::oversell::{self, Guard, Settings};
+use distlock_examples::oversell::cli::{self, Args};
 use distlock_examples::ExampleRedis;
-use indicatif::{ProgressBar, ProgressStyle};
-
-/// Three inventory instances, one stock in Redis: local locks oversell, distlock does not.
-#[derive(Debug, Parser)]
-#[command(version, about)]
-struct Args {
-    /// Initial stock of the item.
-    #[arg(long, default_value_t = 100)]
-    stock: i64,
-    /// Purchase requests to fire in each run.
-    #[arg(long, default_value_t = 1_000)]
-    requests: usize,
-    /// Requests in flight at once.
-    #[arg(long, default_value_t = 100)]
-    concurrency: usize,
-    /// Service instances (each on its own loopback port, with its own Redis clients).
-    #[arg(long, default_value_t = 3)]
-    instances: usize,
-    /// How long a request waits for the item's lock, in seconds.
-    #[arg(long, default_value_t = 30)]
-    lock_wait: u64,
-    /// No progress bars.
-    #[arg(long)]
-    quiet: bool,
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = Args::from_command_line(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    // Before a private server exists: from here on a signal stops it instead of the
+    // process, and its `Drop` (on every way out of `main`) kills it.
+    let interrupted = match interrupts() {
+        Ok(interrupted) => interrupted,
+        Err(error) => {
+            eprintln!("cannot listen for signals: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     let redis = match ExampleRedis::find_or_start() {
         Ok(redis) => redis,
         Err(message) => {
@@ -52,56 +38,41 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let settings = Settings {
-        stock: args.stock,
-        requests: args.requests,
-        concurrency: args.concurrency,
-        instances: args.instances.max(1),
-        lock_wait: Duration::from_secs(args.lock_wait),
-    };
-    println!(
-        "{} instances, stock {}, {} purchase requests at concurrency {} (redis: {})\n",
-        settings.instances,
-        settings.stock,
-        settings.requests,
-        settings.concurrency,
-        redis.url()
-    );
-    let mut reports = Vec::new();
-    for guard in [Guard::LocalMutex, Guard::Distributed] {
-        let progress = (!args.quiet).then(|| bar(settings.requests, guard));
-        match oversell::run(redis.url(), &settings, guard, progress).await {
-            Ok(report) => reports.push(report),
-            Err(error) => {
-                eprintln!("{}: {error}", guard.label());
-                return ExitCode::FAILURE;
-            }
+    let mut stdout = io::stdout();
+    tokio::select! {
+        status = cli::run(&args, redis.url(), &mut stdout) => ExitCode::from(status),
+        (signal, status) = interrupted => {
+            let private = redis.pid().is_some();
+            drop(redis);
+            eprintln!(
+                "\ninterrupted by {signal}{}",
+                if private { ": stopped the private redis-server" } else { "" }
+            );
+            ExitCode::from(status)
         }
-    }
-    oversell::print_table(&reports);
-    let locked = &reports[1];
-    if locked.is_exact() {
-        println!(
-            "\nwith the distributed lock: exactly {} sold, oversold 0",
-            locked.accepted
-        );
-        ExitCode::SUCCESS
-    } else {
-        println!(
-            "\nwith the distributed lock: NOT exact (oversold {})",
-            locked.oversold()
-        );
-        ExitCode::FAILURE
     }
 }
 
-fn bar(len: usize, guard: Guard) -> ProgressBar {
-    let bar = ProgressBar::new(len as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:26} [{bar:40}] {pos}/{len} {per_sec}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    bar.set_prefix(guard.label());
-    bar
+/// Resolves on SIGINT or SIGTERM with the signal's name and the conventional exit status
+/// (128 + its number). The handlers are installed before this returns.
+#[cfg(unix)]
+fn interrupts() -> io::Result<impl Future<Output = (&'static str, u8)>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => ("SIGINT", 130),
+            _ = term.recv() => ("SIGTERM", 143),
+        }
+    })
+}
+
+/// Resolves on Ctrl-C.
+#[cfg(not(unix))]
+fn interrupts() -> io::Result<impl Future<Output = (&'static str, u8)>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+        ("Ctrl-C", 130)
+    })
 }

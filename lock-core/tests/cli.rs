@@ -1,7 +1,8 @@
 //! The `distlock` binary end to end: spawned against a private redis-server, output parsed.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -10,27 +11,47 @@ use serde_json::Value;
 
 const GENEROUS: Duration = Duration::from_secs(10);
 
-/// A private redis-server on a free loopback port, killed on drop.
+/// A private redis-server (or Sentinel) on a free loopback port, in its own temporary
+/// directory; killed and the directory removed on drop.
 struct Redis {
     child: Child,
     port: u16,
+    dir: PathBuf,
 }
 
 impl Redis {
     fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child =
-            Command::new(std::env::var("REDIS_SERVER_BIN").unwrap_or("redis-server".into()))
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server runs (tests/run.sh installs it)");
-        let redis = Self { child, port };
+        Self::start_with(None, &[])
+    }
+
+    /// Starts `redis-server [config] <extra> <defaults>` on a free port.
+    fn start_with(config: Option<&str>, extra: &[&str]) -> Self {
+        Self::start_on(free_port(), config, extra)
+    }
+
+    /// Starts it on `port`; `config`, when given, is written to the server's directory and
+    /// passed as its configuration file (a Sentinel needs one it can rewrite).
+    fn start_on(port: u16, config: Option<&str>, extra: &[&str]) -> Self {
+        let dir = std::env::temp_dir().join(format!("distlock-cli-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let mut command =
+            Command::new(std::env::var("REDIS_SERVER_BIN").unwrap_or("redis-server".into()));
+        if let Some(config) = config {
+            let file = dir.join("redis.conf");
+            std::fs::write(&file, config).expect("config written");
+            command.arg(file);
+        }
+        let child = command
+            .args(extra)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server runs (tests/run.sh installs it)");
+        let redis = Self { child, port, dir };
         let deadline = Instant::now() + GENEROUS;
         while !redis.pings() {
             assert!(Instant::now() < deadline, "redis-server did not start");
@@ -52,13 +73,30 @@ impl Redis {
     fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
+
+    /// Runs one command on the server as the default user.
+    fn command<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        let mut conn = redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("a connection");
+        cmd.query(&mut conn).expect("the command succeeds")
+    }
 }
 
 impl Drop for Redis {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A loopback port nothing listens on (at the time of asking).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
 }
 
 fn client(redis: &Redis) -> LockClient {
@@ -71,23 +109,30 @@ fn client(redis: &Redis) -> LockClient {
         .unwrap()
 }
 
-/// Runs `distlock --url <redis> <args>` to completion (in a blocking thread).
+/// Runs `distlock --url <redis> <args>` to completion.
 async fn distlock(redis: &Redis, args: &[&str]) -> Output {
+    run(&[&["--url", &redis.url()], args].concat()).await
+}
+
+/// Runs `distlock <args>` to completion (in a blocking thread), without `$REDIS_URL`.
+async fn run(args: &[&str]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_distlock"));
-    command
-        .env_remove("REDIS_URL")
-        .args(["--url", &redis.url()])
-        .args(args);
+    command.env_remove("REDIS_URL").args(args);
     tokio::task::spawn_blocking(move || command.output().expect("distlock runs"))
         .await
         .unwrap()
 }
 
-/// Runs it and parses its standard output as JSON, asserting success.
-async fn distlock_json(redis: &Redis, args: &[&str]) -> Value {
-    let out = distlock(redis, &[&["--json"], args].concat()).await;
+/// Runs `distlock --json <args>` and parses its standard output, asserting success.
+async fn run_json(args: &[&str]) -> Value {
+    let out = run(&[&["--json"], args].concat()).await;
     assert!(out.status.success(), "{args:?}: {out:?}");
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+/// Runs `distlock --url <redis> --json <args>` and parses its output, asserting success.
+async fn distlock_json(redis: &Redis, args: &[&str]) -> Value {
+    run_json(&[&["--url", &redis.url()], args].concat()).await
 }
 
 async fn hold(client: &LockClient, name: &str) -> LockGuard {
@@ -198,14 +243,193 @@ async fn unreachable_redis_fails_cleanly() {
     let redis = Redis::start();
     let url = redis.url();
     drop(redis);
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_distlock"))
-            .args(["--url", &url, "list"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let output = run(&["--url", &url, "list"]).await;
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).starts_with("error: "));
+}
+
+/// `watch` outlives a failed refresh: it reports the error on stderr and shows the locks
+/// once Redis answers again.
+#[tokio::test]
+async fn watch_reports_a_failed_refresh_and_retries() {
+    let port = free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_distlock"))
+        .env_remove("REDIS_URL")
+        .args(["--url", &url, "--json", "watch", "--interval", "100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("distlock runs");
+    let mut stderr = BufReader::new(watch.stderr.take().unwrap());
+    let stdout = BufReader::new(watch.stdout.take().unwrap());
+    let first_error = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        stderr.read_line(&mut line).map(|_| line)
+    });
+    let first_error = tokio::time::timeout(GENEROUS, first_error)
+        .await
+        .expect("a refresh fails while nothing listens")
+        .unwrap()
+        .unwrap();
+    assert!(
+        first_error.starts_with("error: refresh failed: "),
+        "{first_error}"
+    );
+    let redis = Redis::start_on(port, None, &[]);
+    let _guard = hold(&client(&redis), "back").await;
+    let frame = tokio::task::spawn_blocking(move || {
+        stdout
+            .lines()
+            .map_while(Result::ok)
+            .find(|line| line.contains("\"back\""))
+    });
+    let frame = tokio::time::timeout(GENEROUS, frame).await;
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let frame: Value = serde_json::from_str(&frame.unwrap().unwrap().unwrap()).unwrap();
+    assert_eq!(frame["locks"][0]["holder"]["service"], "billing");
+}
+
+/// With `--count`, failed refreshes count too, and a failed last one fails the command.
+#[tokio::test]
+async fn watch_with_count_stops_after_failed_refreshes() {
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let out = run(&["--url", &url, "watch", "--interval", "50", "--count", "3"]).await;
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let failures = stderr.matches("error: refresh failed: ").count();
+    assert_eq!(failures, 3, "{stderr}");
+}
+
+/// `--cluster` reads `--url` as seed nodes: here a one-node Cluster serving every slot.
+#[tokio::test]
+async fn cluster_flag_lists_and_inspects_cluster_locks() {
+    // A lone node does not know its own address until told (CLUSTER SLOTS would show "").
+    let cluster_node = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-announce-ip",
+        "127.0.0.1",
+    ];
+    let node = Redis::start_with(None, &cluster_node);
+    node.command::<()>(redis::cmd("CLUSTER").arg(&["ADDSLOTSRANGE", "0", "16383"]));
+    let deadline = Instant::now() + GENEROUS;
+    while !node
+        .command::<String>(redis::cmd("CLUSTER").arg("INFO"))
+        .contains("cluster_state:ok")
+    {
+        assert!(Instant::now() < deadline, "the cluster did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let locks = LockClient::cluster([node.url()])
+        .service_name("billing")
+        .command_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let guard = hold(&locks, "slot_a").await;
+    let _other = hold(&locks, "slot_b").await;
+    let seed = node.url();
+    let cluster = ["--cluster", "--url", &seed];
+    let listed = run_json(&[&cluster[..], &["list", "slot_"]].concat()).await;
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["slot_a", "slot_b"]);
+    let state = run_json(&[&cluster[..], &["inspect", "slot_a"]].concat()).await;
+    assert_eq!(state["fencing_token"], guard.fencing_token());
+    assert_eq!(state["holder"]["service"], "billing");
+}
+
+/// `--redlock` reads `--url` as the independent masters and reports the majority's view
+/// (its token is the highest of all nodes' counters, so at least the guard's).
+#[tokio::test]
+async fn redlock_flag_inspects_a_majority_lock() {
+    let nodes = [Redis::start(), Redis::start(), Redis::start()];
+    let urls = nodes.each_ref().map(Redis::url);
+    let locks = LockClient::redlock(urls.clone())
+        .service_name("billing")
+        .command_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let guard = hold(&locks, "quorum").await;
+    let mut args = vec!["--redlock"];
+    for url in &urls {
+        args.extend(["--url", url]);
+    }
+    let state = run_json(&[&args[..], &["inspect", "quorum"]].concat()).await;
+    assert_eq!(state["held"], true, "{state}");
+    assert!(state["fencing_token"].as_u64().unwrap() >= guard.fencing_token());
+    assert_eq!(state["holder"]["service"], "billing");
+    assert_eq!(state["holder"]["pid"], std::process::id());
+}
+
+/// `--sentinel <service>` reads `--url` as Sentinels and inspects the master they name.
+#[tokio::test]
+async fn sentinel_flag_finds_the_master() {
+    let master = Redis::start();
+    let config = format!("sentinel monitor primary 127.0.0.1 {} 1\n", master.port);
+    let sentinel = Redis::start_with(Some(&config), &["--sentinel"]);
+    let locks = LockClient::sentinel([sentinel.url()], "primary")
+        .service_name("billing")
+        .command_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let guard = hold(&locks, "followed").await;
+    let sentinels = ["--sentinel", "primary", "--url", &sentinel.url()];
+    let state = run_json(&[&sentinels[..], &["inspect", "followed"]].concat()).await;
+    assert_eq!(state["held"], true, "{state}");
+    assert_eq!(state["fencing_token"], guard.fencing_token());
+    let direct = distlock_json(&master, &["inspect", "followed"]).await;
+    assert_eq!(direct["owner"], state["owner"]);
+}
+
+/// A URL with ACL credentials is taken whole: a comma in the password splits nothing.
+#[tokio::test]
+async fn auth_url_with_a_comma_in_the_password() {
+    let redis = Redis::start();
+    let mut ops = redis::cmd("ACL");
+    ops.arg(&["SETUSER", "ops", "on", ">pa,ss", "~*", "&*", "+@all"]);
+    redis.command::<()>(&ops);
+    let auth_url = format!("redis://ops:pa,ss@127.0.0.1:{}", redis.port);
+    let locks = LockClient::builder(&auth_url)
+        .service_name("billing")
+        .build()
+        .unwrap();
+    let guard = hold(&locks, "secret").await;
+    redis.command::<()>(redis::cmd("ACL").arg(&["SETUSER", "default", "off"]));
+    let anonymous = distlock(&redis, &["list"]).await;
+    assert!(!anonymous.status.success(), "{anonymous:?}");
+    let state = run_json(&["--url", &auth_url, "inspect", "secret"]).await;
+    assert_eq!(state["fencing_token"], guard.fencing_token());
+}
+
+/// Topology flags exclude each other; several URLs need one; an unreadable CA is named.
+#[tokio::test]
+async fn connection_flags_are_checked_before_connecting() {
+    let usage = |out: &Output, needle: &str| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(needle), "{out:?}");
+    };
+    let both = run(&["--cluster", "--redlock", "list"]).await;
+    usage(&both, "cannot be used with");
+    let sentinel_redlock = run(&["--redlock", "--sentinel", "m", "list"]).await;
+    usage(&sentinel_redlock, "cannot be used with");
+    let urls = [
+        "--url",
+        "redis://127.0.0.1:1",
+        "--url",
+        "redis://127.0.0.1:2",
+    ];
+    let several = run(&[&urls[..], &["list"]].concat()).await;
+    usage(
+        &several,
+        "several --url values need --cluster, --redlock or --sentinel",
+    );
+    let missing = "/nonexistent/ca.pem";
+    let ca = run(&["--tls-ca", missing, "list"]).await;
+    usage(&ca, &format!("cannot read --tls-ca {missing}"));
 }

@@ -1,9 +1,10 @@
 //! Operating locks: holder metadata seen from another client, wait timeouts that name the
 //! holder, inspection, listing (also on a Cluster) and forced release.
 
+use std::cell::Cell;
 use std::time::Duration;
 
-use distlock_tests::locks::{builder, client, exists, lock_key, pttl, GENEROUS};
+use distlock_tests::locks::{builder, client, exists, lock_key, pttl, wait_until, GENEROUS};
 use distlock_tests::redisson::RedissonLock;
 use distlock_tests::{RedisCluster, RedisServer};
 use lock_core::{LockClient, LockError};
@@ -98,9 +99,10 @@ async fn handoff_records_the_waiters_metadata() {
         (g, token)
     });
     let inspector = client(&server.url());
-    while inspector.inspect("h").await.unwrap().waiters() == 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until("the waiter queued", GENEROUS, || async {
+        inspector.inspect("h").await.unwrap().waiters() == 1
+    })
+    .await;
     guard.release().await.unwrap();
     let (g, token) = tokio::time::timeout(GENEROUS, waiter)
         .await
@@ -116,7 +118,8 @@ async fn handoff_records_the_waiters_metadata() {
     drop(g);
 }
 
-/// The watchdog keeps the holder record alive with the lock.
+/// The watchdog keeps the holder record alive with the lock: each renewal (every 200 ms)
+/// extends it too, so it never expires, also past its first 600 ms lease.
 #[tokio::test]
 async fn renewals_extend_the_holder_record() {
     let server = RedisServer::start();
@@ -125,10 +128,25 @@ async fn renewals_extend_the_holder_record() {
         .build()
         .unwrap();
     let guard = locks.lock("long").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let mut conn = server.conn().await;
+    let conn = server.conn().await;
+    let key = holder_key("long");
+    let (last_ttl, extensions) = (Cell::new(i64::MAX), Cell::new(0));
+    // A record's TTL only falls, unless a renewal extends it; four extensions, 200 ms apart,
+    // take it past the first lease.
+    wait_until("four renewals extended the holder record", GENEROUS, || {
+        let (mut conn, key) = (conn.clone(), key.as_str());
+        let (last_ttl, extensions) = (&last_ttl, &extensions);
+        async move {
+            let ttl = pttl(&mut conn, key).await;
+            assert!(ttl > 0, "the holder record expired or vanished: {ttl}");
+            if ttl > last_ttl.replace(ttl) {
+                extensions.set(extensions.get() + 1);
+            }
+            extensions.get() >= 4
+        }
+    })
+    .await;
     assert!(guard.is_held());
-    assert!(pttl(&mut conn, &holder_key("long")).await > 0);
     let state = locks.inspect("long").await.unwrap();
     assert!(state.holder().is_some());
 }
@@ -144,32 +162,38 @@ async fn redisson_holds_show_an_owner_without_a_record() {
     assert!(state.owner().unwrap().ends_with(":1"));
 }
 
-/// Forcing a release hands the lock to the waiter and the old guard reports it lost.
+/// Forcing a release hands the lock to the waiter, and the old guard reports it lost at
+/// its next renewal: within one watchdog tick (1 s), before its 3 s lease could run out.
 #[tokio::test]
 async fn force_release_wakes_a_waiter_and_the_old_guard_is_lost() {
     let server = RedisServer::start();
-    let stuck = builder(&server.url())
-        .lease(Duration::from_millis(900))
-        .build()
-        .unwrap();
+    let lease = Duration::from_secs(3);
+    let stuck = builder(&server.url()).lease(lease).build().unwrap();
     let guard = stuck.lock("stuck").await.unwrap();
     let lost = guard.lost();
     let other = client(&server.url());
     let waiter = tokio::spawn(async move { other.lock("stuck").wait(GENEROUS).await });
     let operator = client(&server.url());
-    while operator.inspect("stuck").await.unwrap().waiters() == 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until("the waiter queued", GENEROUS, || async {
+        operator.inspect("stuck").await.unwrap().waiters() == 1
+    })
+    .await;
     assert!(operator.force_release("stuck").await.unwrap());
+    // The last renewal was at most one tick (lease / 3) ago, so the lease lasts at least
+    // another 2 s; the next tick comes within 1 s.
+    tokio::time::timeout(lease / 2, lost)
+        .await
+        .expect("the old guard is lost at the next watchdog tick");
+    let LockError::Lost { reason, .. } = guard.lost_error() else {
+        unreachable!("lost_error is always Lost")
+    };
+    assert!(reason.contains("renewal found the lock"), "{reason}");
     let next = tokio::time::timeout(GENEROUS, waiter)
         .await
         .unwrap()
         .unwrap()
         .unwrap();
     assert!(next.fencing_token() > guard.fencing_token());
-    tokio::time::timeout(GENEROUS, lost)
-        .await
-        .expect("the old guard is lost");
     let err = guard.release().await.unwrap_err();
     assert!(matches!(err, LockError::NotHeld { .. }), "{err}");
     assert!(next.is_held());

@@ -6,12 +6,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use distlock_tests::locks::{builder, client, lock_key, wait_until, GENEROUS};
 use distlock_tests::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
+use redis::aio::MultiplexedConnection;
 
 /// A series: kind, name and sorted `label=value` pairs.
 type Series = (MetricKind, String, Vec<String>);
@@ -90,7 +91,9 @@ async fn acquisitions_are_counted_by_outcome_with_wait_and_hold_times() {
     let server = RedisServer::start();
     let (a, b) = (client(&server.url()), client(&server.url()));
     let fam = "family=order_<id>";
+    let before_acquire = Instant::now();
     let guard = a.lock("order_1").family("order_<id>").await.unwrap();
+    let acquired_at = Instant::now();
     assert_eq!(gauge("distlock_held", &[fam]), 1.0);
     let busy = b
         .lock("order_1")
@@ -107,9 +110,17 @@ async fn acquisitions_are_counted_by_outcome_with_wait_and_hold_times() {
     let waits = histogram("distlock_wait_seconds", &timeout);
     assert!(waits.len() == 1 && waits[0] >= 0.2, "{waits:?}");
     assert_eq!(histogram("distlock_wait_seconds", &acquired).len(), 1);
+    let held_at_least = acquired_at.elapsed();
     guard.release().await.unwrap();
+    let held_at_most = before_acquire.elapsed();
     assert_eq!(gauge("distlock_held", &[fam]), 0.0);
-    assert_eq!(histogram("distlock_hold_seconds", &[fam]).len(), 1);
+    let holds = histogram("distlock_hold_seconds", &[fam]);
+    assert!(
+        holds.len() == 1
+            && holds[0] >= held_at_least.as_secs_f64()
+            && holds[0] <= held_at_most.as_secs_f64(),
+        "{holds:?} outside [{held_at_least:?}, {held_at_most:?}]"
+    );
     // Unnamed families share "default"; names never become labels.
     let other = a.lock("order_2").await.unwrap();
     assert_eq!(gauge("distlock_held", &["family=default"]), 1.0);
@@ -133,6 +144,26 @@ async fn an_unreachable_redis_counts_as_unavailable() {
     assert_eq!(counter("distlock_acquisitions_total", &labels), 1);
 }
 
+/// Scripts Redis has run so far (EVALSHA, and EVAL for a script it did not have yet).
+async fn script_calls(conn: &mut MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split_once("calls=")?
+                .1
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 /// A hand-off wakes the waiter by message; a holder that vanishes silently wakes it by TTL.
 #[tokio::test]
 async fn wakeups_are_counted_by_message_and_by_ttl() {
@@ -140,35 +171,37 @@ async fn wakeups_are_counted_by_message_and_by_ttl() {
     let server = RedisServer::start();
     let (a, b) = (client(&server.url()), client(&server.url()));
     let mut conn = server.conn().await;
-    let channel = format!("redisson_lock__channel:{{{}}}", lock_key("w"));
-    // A release that lands between the waiter's subscription and its retry right after is
-    // taken by that retry, without a wake-up; that window cannot be seen from outside, so
-    // a few rounds give the hand-off its chance to find the waiter asleep.
-    for _ in 0..5 {
-        let guard = a.lock("w").family("wake").await.unwrap();
+    // The waiters' pub/sub connection comes up with b's first wait and, as after a
+    // reconnect, wakes every waiter once: a first wait on another lock gets that done.
+    let warm = a.lock("warm").await.unwrap();
+    let warmup = tokio::spawn({
         let b = b.clone();
-        let waiter = tokio::spawn(async move { b.lock("w").family("wake").await.map(drop) });
-        wait_until("the waiter subscribed", GENEROUS, || {
-            let (mut conn, channel) = (conn.clone(), channel.clone());
-            async move {
-                let subs: (String, u64) = redis::cmd("PUBSUB")
-                    .arg("NUMSUB")
-                    .arg(&channel)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                subs.1 == 1
-            }
-        })
-        .await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        guard.release().await.unwrap();
-        waiter.await.unwrap().unwrap();
-        if counter("distlock_wakeups_total", &["by=message", "family=wake"]) > 0 {
-            break;
-        }
-    }
-    assert!(counter("distlock_wakeups_total", &["by=message", "family=wake"]) >= 1);
+        async move { b.lock("warm").await.map(drop) }
+    });
+    wait_until("b waits for the warm-up lock", GENEROUS, || async {
+        b.waited_channels() == 1
+    })
+    .await;
+    warm.release().await.unwrap();
+    warmup.await.unwrap().unwrap();
+
+    let guard = a.lock("w").family("wake").await.unwrap();
+    let before = script_calls(&mut conn).await;
+    let waiter = tokio::spawn(async move { b.lock("w").family("wake").await.map(drop) });
+    // The waiter queues with a first attempt, subscribes to the channel, and tries once more
+    // before it sleeps on it: a release before that second attempt would be taken by the
+    // attempt, without a wake-up. After it, the hand-off's message wakes the waiter.
+    wait_until("the waiter tried twice", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { script_calls(&mut conn).await >= before + 2 }
+    })
+    .await;
+    guard.release().await.unwrap();
+    waiter.await.unwrap().unwrap();
+    assert_eq!(
+        counter("distlock_wakeups_total", &["by=message", "family=wake"]),
+        1
+    );
 
     // A foreign holder (no release message) with a short lease.
     let key = lock_key("t");
@@ -197,7 +230,7 @@ async fn renewals_failures_and_losses_are_counted() {
     let fam = ["family=renew"];
     let guard = locks.lock("r").family("renew").await.unwrap();
     guard.extend(Duration::from_secs(5)).await.unwrap();
-    // At least: once watchdog.rs reports its renewals, they add to this series too.
+    // At least: the watchdog's renewals (every 200 ms) add to this series too.
     assert!(counter("distlock_renewals_total", &fam) >= 1);
     server.pause();
     assert!(guard.extend(Duration::from_secs(5)).await.is_err());
@@ -214,20 +247,29 @@ async fn renewals_failures_and_losses_are_counted() {
     assert_eq!(histogram("distlock_hold_seconds", &fam).len(), 1);
 }
 
-/// The watchdog's renewals are counted once watchdog.rs calls `metrics::renewed`.
+/// The watchdog's renewals are counted: a lock still held after `t` was renewed at least
+/// once per lease in `t` (else it would have been lost), and at most once per tick.
 #[tokio::test]
 async fn watchdog_renewals_are_counted() {
     recorder();
     let server = RedisServer::start();
-    let locks = builder(&server.url())
-        .lease(Duration::from_millis(300))
-        .build()
-        .unwrap();
+    let lease = Duration::from_millis(300);
+    let locks = builder(&server.url()).lease(lease).build().unwrap();
+    let before_acquire = Instant::now();
     let guard = locks.lock("wd").family("watchdog").await.unwrap();
-    wait_until("two renewals", GENEROUS, || async {
-        counter("distlock_renewals_total", &["family=watchdog"]) >= 2
-    })
-    .await;
+    let acquired_at = Instant::now();
+    let renewals = || counter("distlock_renewals_total", &["family=watchdog"]);
+    wait_until("eight renewals", GENEROUS, || async { renewals() >= 8 }).await;
+    let held_for = acquired_at.elapsed();
+    assert!(guard.is_held());
+    let count = renewals();
+    let per = |d: Duration, each: Duration| d.as_millis() / each.as_millis();
+    let at_least = per(held_for, lease);
+    let at_most = per(before_acquire.elapsed(), lease / 3) + 1;
+    assert!(
+        (at_least..=at_most).contains(&u128::from(count)),
+        "{count} renewals in {held_for:?}: expected {at_least}..={at_most}"
+    );
     drop(guard);
 }
 

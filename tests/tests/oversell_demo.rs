@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use distlock_examples::oversell::cli::{self, Args};
 use distlock_examples::oversell::{self, Guard, Settings};
 use distlock_tests::RedisServer;
 
@@ -26,7 +27,7 @@ async fn distributed_lock_sells_exactly_the_stock() {
         assert!(report.is_exact(), "{report:?}");
         assert_eq!(report.accepted, 30);
         assert_eq!(report.final_stock, 0);
-        assert_eq!(report.accepted + report.refused, 200);
+        assert_eq!((report.sold_out, report.failed), (170, 0), "{report:?}");
     }
 }
 
@@ -38,6 +39,32 @@ async fn local_mutex_run_reports_consistently() {
     let report = oversell::run(&server.url(), &small(), Guard::LocalMutex, None)
         .await
         .expect("demo run");
-    assert_eq!(report.accepted + report.refused, 200);
+    assert_eq!(report.accepted + report.sold_out + report.failed, 200);
     assert!(report.oversold() >= 0, "{report:?}");
+}
+
+/// The `oversell` command as the example runs it, from its command line to its exit status,
+/// with the default lock wait: both runs, the table and the strict verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_prints_the_exact_verdict_and_exits_0() {
+    let server = RedisServer::start();
+    let argv = ["oversell", "--stock", "30", "--requests", "200"];
+    let args = Args::from_command_line(argv.iter().chain(&["--concurrency", "30", "--quiet"]))
+        .expect("valid arguments");
+    let mut out = Vec::new();
+    let status = cli::run(&args, &server.url(), &mut out).await;
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(status, 0, "{out}");
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| l.starts_with("local Mutex") || l.starts_with("DistributedLockLayer"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    // DistributedLockLayer  stock accepted "sold out" "busy/err" final oversold …
+    assert_eq!(rows[1][1..7], ["30", "30", "170", "0", "0", "0"], "{out}");
+    assert!(
+        out.contains("\nwith the distributed lock: exactly 30 sold, oversold 0\n"),
+        "{out}"
+    );
 }

@@ -6,33 +6,48 @@
 //! distlock inspect item_7
 //! distlock release --force item_7
 //! distlock watch --interval 500
+//! distlock --cluster --url redis://10.0.0.1:7000 --url redis://10.0.0.2:7000 list
+//! distlock --redlock --url redis://10.0.0.1 --url redis://10.0.0.2 --url redis://10.0.0.3 list
+//! distlock --sentinel mymaster --url redis://10.0.0.1:26379 --url redis://10.0.0.2:26379 list
 //! ```
 
 mod render;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use lock_core::{LockClient, LockClientBuilder, LockError};
+use lock_core::{LockClient, LockClientBuilder};
 
 /// Operate distlock locks: see who holds them, since when, and release stuck ones.
 #[derive(Debug, Parser)]
 #[command(name = "distlock", version)]
 struct Cli {
-    /// Redis URL (`redis://`, `rediss://`, `redis://user:password@host:port/db`); with
-    /// `--cluster`, a seed node, repeatable or comma-separated.
+    /// Redis URL (`redis://`, `rediss://`, `redis://user:password@host:port/db`), taken
+    /// whole (commas included). Repeat it for several nodes: the seeds of `--cluster`, the
+    /// masters of `--redlock`, the Sentinels of `--sentinel`.
     #[arg(
         long,
         global = true,
         env = "REDIS_URL",
         default_value = "redis://127.0.0.1:6379",
-        value_delimiter = ','
+        value_name = "URL"
     )]
     url: Vec<String>,
-    /// Connect to a Redis Cluster through the `--url` seed nodes.
-    #[arg(long, global = true)]
+    /// A Redis Cluster, found through the `--url` seed nodes.
+    #[arg(long, global = true, conflicts_with_all = ["redlock", "sentinel"])]
     cluster: bool,
+    /// Redlock: the `--url` values are independent masters, read by majority.
+    #[arg(long, global = true, conflicts_with = "sentinel")]
+    redlock: bool,
+    /// The master that the `--url` Sentinels name for this service.
+    #[arg(long, global = true, value_name = "SERVICE")]
+    sentinel: Option<String>,
+    /// Trusts this CA certificate (PEM file) for `rediss://` URLs, for servers with a
+    /// private CA (lock-core does not pass it to Sentinel connections).
+    #[arg(long, global = true, value_name = "FILE", conflicts_with = "sentinel")]
+    tls_ca: Option<PathBuf>,
     /// Key prefix of the locks, as configured in the services (`""` for Redisson's bare names).
     #[arg(long, global = true, default_value = LockClientBuilder::DEFAULT_KEY_PREFIX)]
     prefix: String,
@@ -65,7 +80,8 @@ enum Command {
         /// The lock's name (without the key prefix).
         name: String,
     },
-    /// A live view of held locks and their waiters, refreshed every interval.
+    /// A live view of held locks and their waiters, refreshed every interval; a failed
+    /// refresh is reported on stderr and retried at the next one.
     Watch {
         /// Name prefix; glob characters match only themselves.
         #[arg(default_value = "")]
@@ -73,7 +89,8 @@ enum Command {
         /// Milliseconds between refreshes.
         #[arg(long, default_value_t = 1000)]
         interval: u64,
-        /// Stop after this many refreshes (default: until interrupted).
+        /// Stop after this many refreshes, failed ones included (default: until
+        /// interrupted); exits non-zero when the last one failed.
         #[arg(long)]
         count: Option<u64>,
     },
@@ -100,21 +117,39 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> Result<(), LockError> {
+type Error = Box<dyn std::error::Error>;
+
+/// A client for the topology the flags name.
+fn client(cli: &Cli) -> Result<LockClient, Error> {
+    let urls = cli.url.clone();
     let builder = if cli.cluster {
-        LockClient::cluster(cli.url.clone())
+        LockClient::cluster(urls)
+    } else if cli.redlock {
+        LockClient::redlock(urls)
+    } else if let Some(service) = &cli.sentinel {
+        LockClient::sentinel(urls, service.as_str())
     } else {
-        let [url] = cli.url.as_slice() else {
-            return Err(LockError::InvalidConfig {
-                reason: "several --url values need --cluster".to_owned(),
-            });
+        let Ok([url]) = <[String; 1]>::try_from(urls) else {
+            return Err("several --url values need --cluster, --redlock or --sentinel".into());
         };
         LockClient::builder(url)
     };
-    let client = builder
+    let builder = match &cli.tls_ca {
+        Some(path) => builder.tls_root_certificate(
+            std::fs::read(path)
+                .map_err(|e| format!("cannot read --tls-ca {}: {e}", path.display()))?,
+        ),
+        None => builder,
+    };
+    Ok(builder
         .key_prefix(cli.prefix.clone())
         .service_name("distlock-cli")
-        .build()?;
+        .build()?)
+}
+
+/// Runs the subcommand.
+async fn run(cli: Cli) -> Result<(), Error> {
+    let client = client(&cli)?;
     let json = cli.json;
     match cli.command {
         Command::Inspect { name } => {
@@ -139,18 +174,41 @@ async fn run(cli: Cli) -> Result<(), LockError> {
             name_prefix,
             interval,
             count,
-        } => {
-            let interval = Duration::from_millis(interval.max(50));
-            for refresh in 1.. {
-                let locks = client.list(&name_prefix).await?;
-                let held: Vec<_> = locks.into_iter().filter(|l| l.is_held()).collect();
-                render::watch_frame(json, &held);
-                if count.is_some_and(|c| refresh >= c) {
-                    break;
-                }
-                tokio::time::sleep(interval).await;
+        } => watch(&client, &name_prefix, json, interval, count).await?,
+    }
+    Ok(())
+}
+
+/// `watch`: lists the locks every `interval` ms, showing those held or with waiters; a
+/// failed refresh is reported and retried at the next interval. Fails when the last of
+/// `count` refreshes failed.
+async fn watch(
+    client: &LockClient,
+    name_prefix: &str,
+    json: bool,
+    interval: u64,
+    count: Option<u64>,
+) -> Result<(), Error> {
+    let interval = Duration::from_millis(interval.max(50));
+    for refresh in 1.. {
+        let last = count.is_some_and(|c| refresh >= c);
+        match client.list(name_prefix).await {
+            Ok(mut locks) => {
+                locks.retain(|l| l.is_held() || l.waiters() > 0);
+                render::watch_frame(json, &locks);
+            }
+            Err(error) if last => {
+                eprintln!("error: refresh failed: {error}");
+                return Err("the last refresh failed".into());
+            }
+            Err(error) => {
+                eprintln!("error: refresh failed: {error} (retrying in {interval:?})");
             }
         }
+        if last {
+            break;
+        }
+        tokio::time::sleep(interval).await;
     }
     Ok(())
 }

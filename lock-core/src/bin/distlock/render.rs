@@ -1,4 +1,8 @@
 //! Output: aligned text for people, JSON for scripts.
+//!
+//! Durations go into JSON as `Duration::as_millis` (a `u128` that serde_json writes as a
+//! number while it fits in a `u64`: Redis' TTLs are `i64` ms and wall-clock spans are far
+//! below that).
 
 use std::io::IsTerminal;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -6,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use lock_core::{HolderInfo, LockState};
 use serde_json::{json, Value};
 
-/// Prints `value` as JSON, or the text `text` makes.
+/// Prints `value` as one line of JSON, or the text `text` makes.
 pub(crate) fn print(json: bool, value: &Value, text: impl FnOnce() -> String) {
     if json {
         println!("{value}");
@@ -15,15 +19,13 @@ pub(crate) fn print(json: bool, value: &Value, text: impl FnOnce() -> String) {
     }
 }
 
+/// Bytes (a name or key) as text, invalid UTF-8 replaced.
 fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-pub(crate) fn holder_json(holder: &HolderInfo) -> Value {
+/// The holder record as JSON, with how long it has been held by this machine's clock.
+fn holder_json(holder: &HolderInfo) -> Value {
     json!({
         "owner": holder.owner(),
         "service": holder.service(),
@@ -31,10 +33,11 @@ pub(crate) fn holder_json(holder: &HolderInfo) -> Value {
         "pid": holder.pid(),
         "request_id": holder.request_id(),
         "acquired_at_ms": holder.acquired_at_ms(),
-        "held_for_ms": held_for(holder).map(millis),
+        "held_for_ms": held_for(holder).map(|d| d.as_millis()),
     })
 }
 
+/// One lock as JSON (`inspect --json`, and each element of `list --json`).
 pub(crate) fn state_json(state: &LockState) -> Value {
     json!({
         "name": lossy(state.name().as_bytes()),
@@ -42,17 +45,19 @@ pub(crate) fn state_json(state: &LockState) -> Value {
         "held": state.is_held(),
         "owner": state.owner(),
         "hold_count": state.hold_count(),
-        "ttl_ms": state.remaining_ttl().map(millis),
+        "ttl_ms": state.remaining_ttl().map(|d| d.as_millis()),
         "fencing_token": state.fencing_token(),
         "waiters": state.waiters(),
         "holder": state.holder().map(holder_json),
     })
 }
 
+/// Several locks as a JSON array.
 pub(crate) fn list_json(locks: &[LockState]) -> Value {
     Value::Array(locks.iter().map(state_json).collect())
 }
 
+/// The outcome of `release --force` as JSON: whether a hold was deleted, and which.
 pub(crate) fn released_json(before: &LockState, released: bool) -> Value {
     json!({
         "name": lossy(before.name().as_bytes()),
@@ -61,26 +66,32 @@ pub(crate) fn released_json(before: &LockState, released: bool) -> Value {
     })
 }
 
-/// How long the holder has held the lock, by this machine's clock.
+/// How long the holder has held the lock, by this machine's clock (`None` when the Redis
+/// clock is ahead of it).
 fn held_for(holder: &HolderInfo) -> Option<Duration> {
     SystemTime::now().duration_since(holder.acquired_at()).ok()
 }
 
+/// A duration in seconds with one decimal, `2.5s`.
 fn seconds(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
 }
 
+/// Who holds the lock, in full: the holder record (`HolderInfo`'s `Display`: service, host,
+/// pid, request id, since when) and for how long, or the bare owner id when the holder
+/// recorded nothing (a Redisson client).
 fn who(state: &LockState) -> String {
     match (state.holder(), state.owner()) {
         (Some(holder), _) => {
-            let since = held_for(holder).map(seconds).unwrap_or_default();
-            format!("{holder} (held {since})")
+            let held = held_for(holder).map(seconds).unwrap_or_default();
+            format!("{holder} (held {held})")
         }
         (None, Some(owner)) => format!("owner {owner} (no holder record: a Redisson client?)"),
         (None, None) => "nobody".to_owned(),
     }
 }
 
+/// `inspect`: one field per line.
 pub(crate) fn state_text(state: &LockState) -> String {
     let mut out = format!("lock      {}  (key {})\n", state.name(), lossy(state.key()));
     if !state.is_held() {
@@ -102,6 +113,7 @@ pub(crate) fn state_text(state: &LockState) -> String {
     out
 }
 
+/// `release --force`: what was released, or that nothing was.
 pub(crate) fn released_text(before: &LockState, released: bool) -> String {
     if released {
         format!(
@@ -114,23 +126,32 @@ pub(crate) fn released_text(before: &LockState, released: bool) -> String {
     }
 }
 
-/// One row per lock, columns aligned.
+/// The HOLDER cell of the table: `service@host (pid N)`. Shorter than `HolderInfo`'s
+/// `Display`, which adds the request id and the acquisition time (the table has a HELD FOR
+/// column instead).
+fn holder_cell(state: &LockState) -> String {
+    match (state.holder(), state.owner()) {
+        (Some(h), _) => match h.pid() {
+            Some(pid) => format!("{}@{} (pid {pid})", h.service(), h.host()),
+            None => format!("{}@{}", h.service(), h.host()),
+        },
+        (None, Some(owner)) => owner.to_owned(),
+        (None, None) => "-".to_owned(),
+    }
+}
+
+/// `list` and `watch`: one row per lock, columns aligned, `(no locks)` when empty.
 pub(crate) fn table(locks: &[LockState]) -> String {
     let mut rows =
         vec![["NAME", "HOLDER", "HELD FOR", "TTL", "TOKEN", "WAITERS"].map(String::from)];
     for state in locks {
-        let holder = state.holder();
         rows.push([
             state.name().to_string(),
-            match (holder, state.owner()) {
-                (Some(h), _) => match h.pid() {
-                    Some(pid) => format!("{}@{} (pid {pid})", h.service(), h.host()),
-                    None => format!("{}@{}", h.service(), h.host()),
-                },
-                (None, Some(owner)) => owner.to_owned(),
-                (None, None) => "-".to_owned(),
-            },
-            holder.and_then(held_for).map_or("-".to_owned(), seconds),
+            holder_cell(state),
+            state
+                .holder()
+                .and_then(held_for)
+                .map_or("-".to_owned(), seconds),
             state.remaining_ttl().map_or("-".to_owned(), seconds),
             state.fencing_token().to_string(),
             state.waiters().to_string(),
@@ -155,9 +176,10 @@ pub(crate) fn table(locks: &[LockState]) -> String {
     out
 }
 
-/// `HH:MM:SS` (UTC) of a time in ms since the epoch.
-fn since(ms: u64) -> String {
-    let secs = ms / 1000;
+/// The UTC time of day of `at`, `HH:MM:SSZ`, for the `watch` header (lock-core formats
+/// full RFC 3339 times only inside `HolderInfo`'s `Display`).
+fn utc_time_of_day(at: SystemTime) -> String {
+    let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     format!(
         "{:02}:{:02}:{:02}Z",
         secs / 3600 % 24,
@@ -166,23 +188,23 @@ fn since(ms: u64) -> String {
     )
 }
 
-/// One refresh of `watch`: a JSON line, or the table (redrawn in place on a terminal).
-pub(crate) fn watch_frame(json: bool, held: &[LockState]) {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, millis);
+/// One refresh of `watch` over `locks` (held, or free with waiters): a JSON line, or a
+/// header and the table (redrawn in place on a terminal).
+pub(crate) fn watch_frame(json: bool, locks: &[LockState]) {
+    let now = SystemTime::now();
     if json {
-        println!("{}", json!({ "at_ms": now, "locks": list_json(held) }));
+        let at_ms = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        println!("{}", json!({ "at_ms": at_ms, "locks": list_json(locks) }));
         return;
     }
     if std::io::stdout().is_terminal() {
         print!("\x1b[2J\x1b[H");
     }
-    let waiting: usize = held.iter().map(LockState::waiters).sum();
+    let held = locks.iter().filter(|l| l.is_held()).count();
+    let waiting: usize = locks.iter().map(LockState::waiters).sum();
     println!(
-        "distlock watch at {}: {} held, {waiting} waiting",
-        since(now),
-        held.len()
+        "distlock watch at {}: {held} held, {waiting} waiting",
+        utc_time_of_day(now)
     );
-    print!("{}", table(held));
+    print!("{}", table(locks));
 }
