@@ -59,8 +59,10 @@ impl LockState {
         self.remaining_ttl
     }
 
-    /// The last fencing token issued for this name (the holder's, when held by distlock);
-    /// 0 when none was ever issued.
+    /// The last fencing token issued for this name (on one server, the holder's when
+    /// distlock holds it; under Redlock the highest any node reports, which can be above the
+    /// holder's: an attempt that failed to get a majority still counted on its nodes); 0 when
+    /// none was ever issued.
     pub fn fencing_token(&self) -> u64 {
         self.fencing_token
     }

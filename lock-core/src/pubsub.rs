@@ -87,6 +87,9 @@ impl Task {
             return;
         };
         let mut pending = Some(first);
+        // Waiters may have missed messages only once a connection was lost or never came:
+        // then every waiter is woken to retry as soon as one is up again.
+        let mut missed = false;
         loop {
             let timeout = self.timeout;
             let connect = async {
@@ -101,7 +104,7 @@ impl Task {
                 Ok(Ok(pubsub)) => {
                     backoff = Duration::from_millis(50);
                     let (sink, stream) = pubsub.split();
-                    let served = self.serve(sink, stream, &mut pending, &stop).await;
+                    let served = self.serve(sink, stream, &mut pending, missed, &stop).await;
                     // Messages published while reconnecting are missed: no early joins.
                     self.shared.set_live(None, false);
                     if !served {
@@ -111,6 +114,7 @@ impl Task {
                 Ok(Err(error)) => tracing::debug!(%error, "pub/sub connect failed"),
                 Err(_) => tracing::debug!("pub/sub connect timed out"),
             }
+            missed = true;
             // While disconnected, barriers are answered `false` so nobody blocks on us.
             if !idle_for(&mut self.commands, backoff, &mut pending, &stop).await {
                 return;
@@ -137,6 +141,7 @@ impl Task {
         mut sink: PubSubSink,
         mut stream: PubSubStream,
         pending: &mut Option<Command>,
+        missed: bool,
         stop: &CancellationToken,
     ) -> bool {
         let channels = self.shared.channel_names();
@@ -144,7 +149,9 @@ impl Task {
             return true;
         }
         self.shared.set_live(None, true);
-        self.shared.wake_all();
+        if missed {
+            self.shared.wake_all();
+        }
         tracing::debug!("pub/sub connected");
         let mut ping = tokio::time::interval(PING_EVERY);
         ping.reset();

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{Cmd, Value};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Cmd, RedisResult, Value};
 
 use crate::backend::Conn;
 use crate::client::ClientInner;
@@ -69,13 +69,12 @@ async fn scan_node(
                 redis::cmd("CLUSTER").arg("SLOTS").clone(),
                 RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
             );
-            for (host, port) in masters(bounded(what, timeout, slots).await?) {
+            let slots = async { master_slots(slots.await?) };
+            for slot in bounded(what, timeout, slots).await? {
                 let mut cursor = 0u64;
                 loop {
-                    let node = SingleNodeRoutingInfo::ByAddress {
-                        host: host.clone(),
-                        port,
-                    };
+                    let master = Route::new(slot, SlotAddr::Master);
+                    let node = SingleNodeRoutingInfo::SpecificNode(master);
                     let call =
                         conn.route_command(scan(cursor, pattern), RoutingInfo::SingleNode(node));
                     let call = async { Ok(redis::from_redis_value(call.await?)?) };
@@ -109,22 +108,27 @@ fn page((cursor, found): (u64, Vec<Vec<u8>>), keys: &mut Vec<Vec<u8>>) -> u64 {
     cursor
 }
 
-/// The distinct master addresses of a `CLUSTER SLOTS` answer.
-fn masters(slots: Value) -> Vec<(String, u16)> {
-    let ranges: Vec<Vec<Value>> = redis::from_redis_value(slots).unwrap_or_default();
-    let mut out: Vec<(String, u16)> = ranges
-        .into_iter()
-        .filter_map(|range| {
-            let node: Vec<Value> = redis::from_redis_value(range.into_iter().nth(2)?).ok()?;
-            let mut node = node.into_iter();
-            let host: String = redis::from_redis_value(node.next()?).ok()?;
-            let port: u16 = redis::from_redis_value(node.next()?).ok()?;
-            Some((host, port))
-        })
-        .collect();
-    out.sort();
-    out.dedup();
-    out
+/// One slot of each master in a `CLUSTER SLOTS` answer: SCAN is routed by slot, so no
+/// node address is needed (a node may announce none). Masters are told apart by node id
+/// (Redis 4+), else by the endpoint they announce.
+fn master_slots(slots: Value) -> RedisResult<Vec<u16>> {
+    let ranges: Vec<Vec<Value>> = redis::from_redis_value(slots)?;
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for range in ranges {
+        let mut range = range.into_iter();
+        let start: u16 = redis::from_redis_value(range.next().unwrap_or(Value::Nil))?;
+        let node: Vec<Value> = redis::from_redis_value(range.nth(1).unwrap_or(Value::Nil))?;
+        let id = match node.get(2) {
+            Some(id) => redis::from_redis_value::<Vec<u8>>(id.clone())?,
+            None => format!("{:?}", &node).into_bytes(),
+        };
+        if !seen.contains(&id) {
+            seen.push(id);
+            out.push(start);
+        }
+    }
+    Ok(out)
 }
 
 /// Escapes the glob characters of `raw` for SCAN's MATCH (`*`, `?`, `[`, `]`, `\`).
@@ -142,6 +146,31 @@ pub(crate) fn glob_escape(raw: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_slot_per_master_even_without_endpoints() {
+        let node = |host: &str, port: i64, id: &str| {
+            Value::Array(vec![
+                Value::BulkString(host.into()),
+                Value::Int(port),
+                Value::BulkString(id.into()),
+            ])
+        };
+        let range = |from: i64, to: i64, master: Value| {
+            Value::Array(vec![Value::Int(from), Value::Int(to), master])
+        };
+        let slots = Value::Array(vec![
+            range(0, 99, node("", 6379, "a")),
+            range(100, 199, node("", 6379, "b")),
+            // A second range of the first master.
+            range(200, 16383, node("", 6379, "a")),
+        ]);
+        assert_eq!(master_slots(slots).unwrap(), [0, 100]);
+        assert!(
+            master_slots(Value::Int(1)).is_err(),
+            "an unreadable answer is an error"
+        );
+    }
 
     #[test]
     fn glob_characters_are_escaped() {
