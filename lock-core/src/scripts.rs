@@ -28,10 +28,17 @@ use redis::{Script, ScriptInvocation};
 
 use crate::name::LockKeys;
 
-/// Shared Lua: the Redis clock in ms, and handing a free lock to the first live waiter.
+/// Shared Lua: the Redis clock, fencing tokens, holder records, and handing a free lock to
+/// the first live waiter.
 const PRELUDE: &str = r"
+-- The Redis clock, read at most once per script run.
+local clock = nil
+local function redis_time()
+  clock = clock or redis.call('time')
+  return clock
+end
 local function now_ms()
-  local t = redis.call('time')
+  local t = redis_time()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 -- The next fencing token. A new counter (the lock's first hold, or one lost with Redis'
@@ -41,7 +48,7 @@ end
 local function next_token(fence)
   local token = redis.call('incr', fence)
   if token ~= 1 then return token end
-  local t = redis.call('time')
+  local t = redis_time()
   local start = t[1] .. string.format('%06d', tonumber(t[2]))
   redis.call('set', fence, start)
   return tonumber(start)
