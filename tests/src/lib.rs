@@ -26,4 +26,5 @@ pub use cluster::RedisCluster;
 pub use proxy::TcpProxy;
 pub use server::{redis_server_available, redis_url_for_tests, RedisServer, RedisServerBuilder};
 pub mod locks;
+pub mod metrics;
 pub mod redisson;

@@ -1,93 +1,20 @@
 //! Metrics (feature `metrics`), read through `metrics-util`'s debugging recorder: the values
 //! a dashboard would show for acquisitions, waits, wake-ups, holds, renewals and losses.
 //!
-//! One recorder is installed for the whole test binary; each test uses its own lock family,
-//! so parallel tests never read each other's series.
+//! One recorder is installed for the whole test binary (`distlock_tests::metrics`); each
+//! test uses its own lock family, so parallel tests never read each other's series.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use distlock_tests::locks::{builder, client, lock_key, wait_until, GENEROUS};
+use distlock_tests::metrics::{counter, gauge, histogram, install};
 use distlock_tests::RedisServer;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use metrics_util::MetricKind;
 use redis::aio::MultiplexedConnection;
-
-/// A series: kind, name and sorted `label=value` pairs.
-type Series = (MetricKind, String, Vec<String>);
-
-/// Everything recorded so far. The snapshotter drains counters, gauges and histograms, so
-/// each read adds its snapshot here, where every test finds its own series.
-#[derive(Default)]
-struct Recorded {
-    counters: HashMap<Series, u64>,
-    gauges: HashMap<Series, f64>,
-    histograms: HashMap<Series, Vec<f64>>,
-}
-
-fn recorder() -> &'static (Snapshotter, Mutex<Recorded>) {
-    static RECORDER: OnceLock<(Snapshotter, Mutex<Recorded>)> = OnceLock::new();
-    RECORDER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        recorder
-            .install()
-            .expect("the only recorder of this binary");
-        (snapshotter, Mutex::default())
-    })
-}
-
-/// Reads every series recorded so far.
-fn recorded<T>(read: impl FnOnce(&Recorded) -> T) -> T {
-    let (snapshotter, store) = recorder();
-    let mut store = store.lock().unwrap();
-    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
-        let mut labels: Vec<String> = key
-            .key()
-            .labels()
-            .map(|l| format!("{}={}", l.key(), l.value()))
-            .collect();
-        labels.sort();
-        let series = (key.kind(), key.key().name().to_owned(), labels);
-        match value {
-            DebugValue::Counter(n) => *store.counters.entry(series).or_default() += n,
-            DebugValue::Gauge(g) => *store.gauges.entry(series).or_default() += g.0,
-            DebugValue::Histogram(h) => store
-                .histograms
-                .entry(series)
-                .or_default()
-                .extend(h.iter().map(|v| v.0)),
-        }
-    }
-    read(&store)
-}
-
-fn series(kind: MetricKind, name: &str, labels: &[&str]) -> Series {
-    let mut labels: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
-    labels.sort();
-    (kind, name.to_owned(), labels)
-}
-
-fn counter(name: &str, labels: &[&str]) -> u64 {
-    let key = series(MetricKind::Counter, name, labels);
-    recorded(|r| r.counters.get(&key).copied().unwrap_or(0))
-}
-
-fn gauge(name: &str, labels: &[&str]) -> f64 {
-    let key = series(MetricKind::Gauge, name, labels);
-    recorded(|r| r.gauges.get(&key).copied().unwrap_or(0.0))
-}
-
-fn histogram(name: &str, labels: &[&str]) -> Vec<f64> {
-    let key = series(MetricKind::Histogram, name, labels);
-    recorded(|r| r.histograms.get(&key).cloned().unwrap_or_default())
-}
 
 /// Outcomes, waits, contention, the held gauge and hold times of one family.
 #[tokio::test]
 async fn acquisitions_are_counted_by_outcome_with_wait_and_hold_times() {
-    recorder();
+    install();
     let server = RedisServer::start();
     let (a, b) = (client(&server.url()), client(&server.url()));
     let fam = "family=order_<id>";
@@ -130,7 +57,7 @@ async fn acquisitions_are_counted_by_outcome_with_wait_and_hold_times() {
 /// An unreachable Redis counts as `unavailable`, not as a busy lock.
 #[tokio::test]
 async fn an_unreachable_redis_counts_as_unavailable() {
-    recorder();
+    install();
     let mut server = RedisServer::start();
     let url = server.url();
     server.stop();
@@ -167,7 +94,7 @@ async fn script_calls(conn: &mut MultiplexedConnection) -> u64 {
 /// A hand-off wakes the waiter by message; a holder that vanishes silently wakes it by TTL.
 #[tokio::test]
 async fn wakeups_are_counted_by_message_and_by_ttl() {
-    recorder();
+    install();
     let server = RedisServer::start();
     let (a, b) = (client(&server.url()), client(&server.url()));
     let mut conn = server.conn().await;
@@ -220,7 +147,7 @@ async fn wakeups_are_counted_by_message_and_by_ttl() {
 /// deleted under its holder counts as lost and leaves the held gauge.
 #[tokio::test]
 async fn renewals_failures_and_losses_are_counted() {
-    recorder();
+    install();
     let server = RedisServer::start();
     let locks = builder(&server.url())
         .lease(Duration::from_millis(600))
@@ -251,7 +178,7 @@ async fn renewals_failures_and_losses_are_counted() {
 /// once per lease in `t` (else it would have been lost), and at most once per tick.
 #[tokio::test]
 async fn watchdog_renewals_are_counted() {
-    recorder();
+    install();
     let server = RedisServer::start();
     let lease = Duration::from_millis(300);
     let locks = builder(&server.url()).lease(lease).build().unwrap();
@@ -282,7 +209,7 @@ async fn the_layer_labels_by_template_and_records_the_request_id() {
     use axum::routing::post;
     use tower::ServiceExt;
 
-    recorder();
+    install();
     let server = RedisServer::start();
     let locks = client(&server.url());
     let inspector = locks.clone();
