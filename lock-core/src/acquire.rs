@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client::ClientInner;
-use crate::config::check_lease;
+use crate::config::check_request_lease;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::held::{Acquired, Held};
@@ -52,9 +52,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let watchdog = request.lease.is_none();
     let lease = request.lease.unwrap_or(inner.config.lease);
     let name = request.name;
-    if let Err(reason) = check_lease(lease) {
-        return Err(LockError::InvalidRequest { name, reason });
-    }
+    check_request_lease(&name, lease)?;
     let keys = LockKeys::new(&inner.config.key_prefix, &name, inner.config.max_name_len)?;
     let scope = Scope::current();
     if let Some(held) = scope

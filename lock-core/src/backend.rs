@@ -138,8 +138,3 @@ impl ConnectionLike for Conn {
         }
     }
 }
-
-/// The Cluster slot of a key (used to batch renewals per slot).
-pub(crate) fn slot(key: &[u8]) -> Slot {
-    Slot::for_key(key)
-}

@@ -312,27 +312,18 @@ impl ClientInner {
     }
 
     /// One script call on every node at once, each within the node timeout: the answers
-    /// as they arrive.
-    pub(crate) fn eval_stream<T: FromRedisValue + Send + 'static>(
+    /// as they arrive, owning all they need (`eval_until` may leave them to a task).
+    fn eval_stream<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
         lease: Duration,
         call: ScriptInvocation<'static>,
     ) -> FuturesUnordered<impl Future<Output = Result<T, LockError>> + Send + 'static> {
         let (call, timeout) = (Arc::new(call), self.node_timeout(lease));
-        self.nodes
-            .iter()
-            .map(|conn| eval_on(conn.clone(), timeout, name.clone(), Arc::clone(&call)))
-            .collect()
+        let on = |conn: &Conn| {
+            let (mut conn, name, call) = (conn.clone(), name.clone(), Arc::clone(&call));
+            async move { bounded(&name, timeout, call.invoke_async(&mut conn)).await }
+        };
+        self.nodes.iter().map(on).collect()
     }
-}
-
-/// Runs `call` on `conn` within `timeout`, mapping failures to lock errors.
-async fn eval_on<T: FromRedisValue>(
-    mut conn: Conn,
-    timeout: Duration,
-    name: LockName,
-    call: Arc<ScriptInvocation<'static>>,
-) -> Result<T, LockError> {
-    bounded(&name, timeout, call.invoke_async(&mut conn)).await
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::LockError;
+use crate::name::LockName;
 use crate::scripts::Publish;
 
 /// Where the locks live.
@@ -303,6 +304,14 @@ fn empty_tls() -> redis::TlsCertificates {
         client_tls: None,
         root_cert: None,
     }
+}
+
+/// [`check_lease`] for a lease given to one request (or an extension) of the lock `name`.
+pub(crate) fn check_request_lease(name: &LockName, lease: Duration) -> Result<(), LockError> {
+    check_lease(lease).map_err(|reason| LockError::InvalidRequest {
+        name: name.clone(),
+        reason,
+    })
 }
 
 /// Rejects leases that are zero, too short to be safe, or longer than a year, saying why.

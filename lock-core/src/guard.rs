@@ -11,9 +11,9 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use crate::config::check_lease;
+use crate::config::check_request_lease;
 use crate::error::LockError;
-use crate::held::Held;
+use crate::held::{finish_in_background, Held};
 use crate::name::LockName;
 use crate::quorum::{renewal, Renewal};
 use crate::scope::LockInfo;
@@ -108,12 +108,7 @@ impl LockGuard {
     /// Dropping the future leaves the lease either extended or as it was.
     pub async fn extend(&self, lease: Duration) -> Result<(), LockError> {
         let held = &self.held;
-        if let Err(reason) = check_lease(lease) {
-            return Err(LockError::InvalidRequest {
-                name: held.name.clone(),
-                reason,
-            });
-        }
+        check_request_lease(&held.name, lease)?;
         if held.is_lost() || held.is_released() {
             return Err(held.lost_error());
         }
@@ -291,22 +286,9 @@ impl Future for Release {
 
 impl Drop for Release {
     fn drop(&mut self) {
-        let Some((release, name)) = self.running.take() else {
-            // Not started: a guard still here releases as it drops.
-            return;
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(error) = release.await {
-                        tracing::warn!(lock = %name, %error, "background release failed");
-                    }
-                });
-            }
-            Err(_) => tracing::warn!(
-                lock = %name,
-                "release dropped outside a Tokio runtime: the lock expires after its lease"
-            ),
+        // Not started: a guard still here releases as it drops.
+        if let Some((release, name)) = self.running.take() {
+            finish_in_background(name, release);
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The shared state of one lock held in Redis, behind every guard of that hold.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -240,20 +241,29 @@ impl Held {
     /// Releases from a destructor: stops renewal now and deletes in the background.
     pub(crate) fn release_detached(self: Arc<Self>) {
         self.client.watchdog.unregister(&self);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    let name = self.name.clone();
-                    if let Err(error) = self.release_in_redis().await {
-                        tracing::warn!(lock = %name, %error, "background release failed");
-                    }
-                });
-            }
-            Err(_) => tracing::warn!(
-                lock = %self.name,
-                "guard dropped outside a Tokio runtime: the lock expires after its lease"
-            ),
+        let name = self.name.clone();
+        finish_in_background(name, self.release_in_redis());
+    }
+}
+
+/// Runs `release` of the lock `name` to its end on the current runtime, logging a failure.
+/// Outside a runtime nothing can reach Redis: the lock expires after its lease.
+pub(crate) fn finish_in_background(
+    name: LockName,
+    release: impl Future<Output = Result<(), LockError>> + Send + 'static,
+) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(async move {
+                if let Err(error) = release.await {
+                    tracing::warn!(lock = %name, %error, "background release failed");
+                }
+            });
         }
+        Err(_) => tracing::warn!(
+            lock = %name,
+            "released outside a Tokio runtime: the lock expires after its lease"
+        ),
     }
 }
 

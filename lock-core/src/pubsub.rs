@@ -196,7 +196,7 @@ impl Task {
     }
 
     async fn call<T>(&self, fut: impl Future<Output = RedisResult<T>>) -> Result<T, ()> {
-        bounded(self.timeout, fut).await
+        pubsub_call(self.timeout, fut).await
     }
 }
 
@@ -238,7 +238,7 @@ pub(crate) async fn idle_for(
 }
 
 /// `fut` within `timeout`; failures are logged and end as `Err(())`.
-pub(crate) async fn bounded<T>(
+pub(crate) async fn pubsub_call<T>(
     timeout: Duration,
     fut: impl Future<Output = RedisResult<T>>,
 ) -> Result<T, ()> {

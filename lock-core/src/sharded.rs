@@ -19,7 +19,7 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::pubsub::{bounded, idle_for, next_command, MAX_BACKOFF, PING_EVERY};
+use crate::pubsub::{idle_for, next_command, pubsub_call, MAX_BACKOFF, PING_EVERY};
 use crate::waiters::{Command, Shared};
 
 /// The sharded pub/sub task of one client.
@@ -91,7 +91,7 @@ impl Sharded {
                         MultipleNodeRoutingInfo::AllMasters,
                         Some(ResponsePolicy::AllSucceeded),
                     ));
-                    let _ = bounded(self.timeout, conn.route_command(redis::cmd("PING"), all)).await;
+                    let _ = pubsub_call(self.timeout, conn.route_command(redis::cmd("PING"), all)).await;
                 }
             }
         }
@@ -108,7 +108,7 @@ impl Sharded {
             let connect = self.client.get_async_connection();
             tokio::select! {
                 () = stop.cancelled() => return None,
-                connected = bounded(self.timeout, connect) => {
+                connected = pubsub_call(self.timeout, connect) => {
                     if let Ok(conn) = connected {
                         tracing::debug!("sharded pub/sub connected");
                         return Some(conn);
@@ -127,7 +127,7 @@ impl Sharded {
             Command::Subscribe(channel) => self.subscribe(conn, channel).await,
             Command::Unsubscribe(channel) => {
                 self.expect(false, &channel);
-                if bounded(self.timeout, conn.sunsubscribe(&channel))
+                if pubsub_call(self.timeout, conn.sunsubscribe(&channel))
                     .await
                     .is_err()
                 {
@@ -146,7 +146,7 @@ impl Sharded {
             return;
         }
         self.expect(true, &channel);
-        self.subscribed = bounded(self.timeout, conn.ssubscribe(&channel))
+        self.subscribed = pubsub_call(self.timeout, conn.ssubscribe(&channel))
             .await
             .is_ok();
         if !self.subscribed {

@@ -11,13 +11,13 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::slot;
 use crate::client::ClientInner;
 use crate::error::LockError;
 use crate::held::Held;
 use crate::quorum::renewal;
 use crate::scripts;
 use crate::time::later;
+use redis::cluster_routing::Slot;
 
 /// Locks per renewal script: keeps each script short so Redis never stalls on one.
 const BATCH: usize = 512;
@@ -124,7 +124,7 @@ fn batches(due: &[Arc<Held>], cluster: bool) -> Vec<Vec<Arc<Held>>> {
     let mut by_slot: HashMap<_, Vec<Arc<Held>>> = HashMap::new();
     for held in due {
         by_slot
-            .entry(slot(&held.keys.lock))
+            .entry(Slot::for_key(&held.keys.lock))
             .or_default()
             .push(Arc::clone(held));
     }
