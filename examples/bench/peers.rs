@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_examples::redisson_scripts;
 use redis::aio::MultiplexedConnection;
 use redis::Script;
 
@@ -18,10 +19,6 @@ const UNLOCK: &str = r"if redis.call('get', KEYS[1]) == ARGV[1] then
   return redis.call('del', KEYS[1]) else return 0 end";
 const EXTEND: &str = r"if redis.call('get', KEYS[1]) == ARGV[1] then
   return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
-/// Redisson 3.27 `tryLockInnerAsync`.
-const REDISSON_LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
-/// Redisson 3.27 `unlockInnerAsync`, with its unlock latch key.
-const REDISSON_UNLOCK: &str = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val); end; if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end;";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lib {
@@ -226,7 +223,10 @@ impl Peer {
                     .get_multiplexed_async_connection()
                     .await
                     .map_err(|e| e.to_string())?;
-                let (lock, unlock) = (Script::new(REDISSON_LOCK), Script::new(REDISSON_UNLOCK));
+                let (lock, unlock) = (
+                    Script::new(redisson_scripts::LOCK),
+                    Script::new(redisson_scripts::UNLOCK),
+                );
                 for s in [&lock, &unlock] {
                     let _: String = s.load_async(&mut conn).await.map_err(|e| e.to_string())?;
                 }

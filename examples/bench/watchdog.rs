@@ -51,19 +51,15 @@ fn per_tick(o: &Observed) -> Metrics {
 }
 
 /// Holds `d_locks` locks for `d_secs` with a `d_lease` lease kept alive by the library.
-/// `None` when the library has no way to keep a lock alive (see [`Lib::not_in`]).
-pub async fn watchdog(
-    lib: Lib,
-    url: &str,
-    admin: &Admin,
-    s: &Sizes,
-    run: usize,
-) -> Option<Metrics> {
+/// Only for libraries that can keep a lock alive (see [`Lib::not_in`]).
+pub async fn watchdog(lib: Lib, url: &str, admin: &Admin, s: &Sizes, run: usize) -> Metrics {
     admin.reset().await;
     let names: Vec<String> = (0..s.d_locks).map(|i| format!("d{run}:{i}")).collect();
     let window = Duration::from_secs_f64(s.d_secs);
     match lib {
-        Lib::RedisLock | Lib::RedissonLua => None,
+        Lib::RedisLock | Lib::RedissonLua => {
+            panic!("{} keeps no lock alive: Lib::not_in('D')", lib.name())
+        }
         Lib::Distlock => {
             // Watchdog interval = lease / 3.
             let client = lock_core::LockClient::builder(url)
@@ -94,7 +90,7 @@ pub async fn watchdog(
                     let _ = g.release().await;
                 })
                 .await;
-            Some(out)
+            out
         }
         Lib::Baseline => {
             // A hand-written watchdog: every lease/3, one pipeline of one EVALSHA per lock.
@@ -123,14 +119,14 @@ pub async fn watchdog(
                 }
             };
             let ((stats, bursts), (ticks, alive)) = tokio::join!(observer, renewer);
-            Some(per_tick(&Observed {
+            per_tick(&Observed {
                 stats,
                 bursts,
                 ticks,
                 flights_per_tick: 1.0,
                 held: alive as f64,
                 secs: window.as_secs_f64(),
-            }))
+            })
         }
         Lib::Rslock => {
             // rslock's own keep-alive: `using` renews each lock on its own timer.
@@ -168,7 +164,7 @@ pub async fn watchdog(
             for t in &tasks {
                 t.abort();
             }
-            Some(out)
+            out
         }
     }
 }

@@ -188,11 +188,11 @@ async fn run(args: Args, server: &Server) {
         }
         if has('D') && run < args.d_runs {
             for (lib, _) in &peers {
-                match watchdog::watchdog(*lib, &url, &admin, &args.sizes, run).await {
-                    Some(m) => results.add('D', *lib, m),
+                match lib.not_in('D') {
+                    Some(why) => results.not_applicable('D', *lib, why),
                     None => {
-                        let why = lib.not_in('D').unwrap_or("not measured");
-                        results.not_applicable('D', *lib, why);
+                        let m = watchdog::watchdog(*lib, &url, &admin, &args.sizes, run).await;
+                        results.add('D', *lib, m);
                     }
                 }
             }

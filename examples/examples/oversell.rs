@@ -16,12 +16,14 @@ use std::future::Future;
 use std::io;
 use std::process::ExitCode;
 
+use clap::Parser;
+
 use distlock_examples::oversell::cli::{self, Args};
 use distlock_examples::ExampleRedis;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = Args::from_command_line(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    let args = Args::parse();
     // Before a private server exists: from here on a signal stops it instead of the
     // process, and its `Drop` (on every way out of `main`) kills it.
     let interrupted = match interrupts() {

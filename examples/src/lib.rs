@@ -1,8 +1,10 @@
-//! Shared code of the distlock examples: finding or starting a Redis, and the oversell
-//! demo (three inventory instances behind one address, with and without a distributed lock).
+//! Shared code of the distlock examples: finding or starting a Redis, the oversell demo
+//! (three inventory instances behind one address, with and without a distributed lock), and
+//! Redisson's own lock scripts (the benchmark's reference, the tests' Redisson client).
 #![deny(missing_docs)]
 
 pub mod oversell;
 mod redis;
+pub mod redisson_scripts;
 
 pub use crate::redis::ExampleRedis;

@@ -42,8 +42,9 @@ impl ExampleRedis {
     }
 
     /// A private `redis-server` on a free loopback port, with `extra` arguments, stopped
-    /// when this is dropped; never a server someone else runs. It runs in its own process
-    /// group, so a Ctrl-C in the terminal reaches only the example, which stops it.
+    /// when this is dropped; never a server someone else runs. It stays in the terminal's
+    /// process group, so a Ctrl-C there stops it with the example (whether or not the
+    /// example handles the signal).
     ///
     /// # Errors
     /// A message saying how to install redis-server, or why it did not start.
@@ -58,8 +59,6 @@ impl ExampleRedis {
             .args(["--save", "", "--appendonly", "no"])
             .args(extra)
             .stdout(Stdio::null());
-        #[cfg(unix)]
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let child = command.spawn().map_err(|e| match e.kind() {
             ErrorKind::NotFound => "no Redis to use (REDIS_URL unset, no Redis without a \
                  password on 127.0.0.1:6379) and redis-server is not installed.\nInstall it, \

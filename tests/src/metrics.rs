@@ -7,10 +7,9 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use metrics_util::MetricKind;
 
-/// A series: kind, name and sorted `label=value` pairs.
-type Series = (MetricKind, String, Vec<String>);
+/// A series of one kind (each kind has its own map): name and sorted `label=value` pairs.
+type Series = (String, Vec<String>);
 
 #[derive(Default)]
 struct Recorded {
@@ -47,7 +46,7 @@ fn recorded<T>(read: impl FnOnce(&Recorded) -> T) -> T {
             .map(|l| format!("{}={}", l.key(), l.value()))
             .collect();
         labels.sort();
-        let series = (key.kind(), key.key().name().to_owned(), labels);
+        let series = (key.key().name().to_owned(), labels);
         match value {
             DebugValue::Counter(n) => *store.counters.entry(series).or_default() += n,
             DebugValue::Gauge(g) => *store.gauges.entry(series).or_default() += g.0,
@@ -61,15 +60,15 @@ fn recorded<T>(read: impl FnOnce(&Recorded) -> T) -> T {
     read(&store)
 }
 
-fn series(kind: MetricKind, name: &str, labels: &[&str]) -> Series {
+fn series(name: &str, labels: &[&str]) -> Series {
     let mut labels: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
     labels.sort();
-    (kind, name.to_owned(), labels)
+    (name.to_owned(), labels)
 }
 
 /// The counter `name` with exactly these `label=value` pairs.
 pub fn counter(name: &str, labels: &[&str]) -> u64 {
-    let key = series(MetricKind::Counter, name, labels);
+    let key = series(name, labels);
     recorded(|r| r.counters.get(&key).copied().unwrap_or(0))
 }
 
@@ -77,8 +76,8 @@ pub fn counter(name: &str, labels: &[&str]) -> u64 {
 pub fn counters(name: &str) -> Vec<(Vec<String>, u64)> {
     recorded(|r| {
         let mut all: Vec<_> = (r.counters.iter())
-            .filter(|((_, n, _), _)| n == name)
-            .map(|((_, _, labels), v)| (labels.clone(), *v))
+            .filter(|((n, _), _)| n == name)
+            .map(|((_, labels), v)| (labels.clone(), *v))
             .collect();
         all.sort();
         all
@@ -87,12 +86,12 @@ pub fn counters(name: &str) -> Vec<(Vec<String>, u64)> {
 
 /// The gauge `name` with exactly these labels (the sum of its increments and decrements).
 pub fn gauge(name: &str, labels: &[&str]) -> f64 {
-    let key = series(MetricKind::Gauge, name, labels);
+    let key = series(name, labels);
     recorded(|r| r.gauges.get(&key).copied().unwrap_or(0.0))
 }
 
 /// The samples of the histogram `name` with exactly these labels.
 pub fn histogram(name: &str, labels: &[&str]) -> Vec<f64> {
-    let key = series(MetricKind::Histogram, name, labels);
+    let key = series(name, labels);
     recorded(|r| r.histograms.get(&key).cloned().unwrap_or_default())
 }

@@ -5,54 +5,42 @@
 
 use std::time::Duration;
 
+use distlock_examples::redisson_scripts::{LOCK, RENEW, UNLOCK};
 use futures_util::StreamExt;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, PushKind, RedisFuture, Script, Value};
 
-/// Redisson 3.27 `tryLockInnerAsync`.
-const LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
-/// Redisson 3.27 `unlockInnerAsync` (with its unlock latch key).
-const UNLOCK: &str = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val); end; if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end;";
-/// Redisson 3.27 `renewExpirationAsync`.
-const RENEW: &str = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;";
-
 /// One Redisson "thread" on one lock name.
 #[derive(Debug)]
 pub struct RedissonLock {
     conn: Conn,
-    /// Where `lock()` waits: one server's pub/sub, or a Cluster's sharded pub/sub.
-    waits: Waits,
     name: String,
     owner: String,
 }
 
+/// The commands' connection, and where `lock()` waits: one server's pub/sub, or a
+/// Cluster's sharded pub/sub.
 enum Conn {
-    Single(MultiplexedConnection),
-    Cluster(ClusterConnection),
+    Single(MultiplexedConnection, Box<redis::Client>),
+    Cluster(ClusterConnection, Vec<String>),
 }
 
 impl std::fmt::Debug for Conn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Self::Single(_) => "Conn::Single",
-            Self::Cluster(_) => "Conn::Cluster",
+            Self::Single(..) => "Conn::Single",
+            Self::Cluster(..) => "Conn::Cluster",
         })
     }
-}
-
-#[derive(Debug)]
-enum Waits {
-    Single(Box<redis::Client>),
-    Cluster(Vec<String>),
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Self::Single(conn) => conn.req_packed_command(cmd),
-            Self::Cluster(conn) => conn.req_packed_command(cmd),
+            Self::Single(conn, _) => conn.req_packed_command(cmd),
+            Self::Cluster(conn, _) => conn.req_packed_command(cmd),
         }
     }
 
@@ -63,8 +51,8 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Single(conn, _) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn, _) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -83,8 +71,7 @@ impl RedissonLock {
             .await
             .expect("connect");
         Self {
-            conn: Conn::Single(conn),
-            waits: Waits::Single(Box::new(client)),
+            conn: Conn::Single(conn, Box::new(client)),
             name: name.to_owned(),
             owner: format!("{}:{thread}", uuid_like()),
         }
@@ -99,8 +86,7 @@ impl RedissonLock {
             .await
             .expect("connect");
         Self {
-            conn: Conn::Cluster(conn),
-            waits: Waits::Cluster(seeds.to_vec()),
+            conn: Conn::Cluster(conn, seeds.to_vec()),
             name: name.to_owned(),
             owner: format!("{}:{thread}", uuid_like()),
         }
@@ -145,14 +131,14 @@ impl RedissonLock {
 
     /// The release messages of this lock's channel, subscribed before this returns.
     async fn subscribe(&self) -> futures_util::stream::BoxStream<'static, ()> {
-        match &self.waits {
-            Waits::Single(client) => {
+        match &self.conn {
+            Conn::Single(_, client) => {
                 let mut pubsub = client.get_async_pubsub().await.expect("pubsub");
                 pubsub.subscribe(self.channel()).await.expect("subscribe");
                 pubsub.into_on_message().map(|_| ()).boxed()
             }
-            Waits::Cluster(seeds) => {
-                let (pushes, received) = tokio::sync::mpsc::unbounded_channel();
+            Conn::Cluster(_, seeds) => {
+                let (pushes, mut received) = tokio::sync::mpsc::unbounded_channel();
                 let mut conn = ClusterClientBuilder::new(seeds.clone())
                     .use_protocol(redis::ProtocolVersion::RESP3)
                     .push_sender(pushes)
@@ -162,7 +148,7 @@ impl RedissonLock {
                     .await
                     .expect("connect");
                 conn.ssubscribe(self.channel()).await.expect("ssubscribe");
-                tokio_stream_from(received)
+                futures_util::stream::poll_fn(move |cx| received.poll_recv(cx))
                     .filter(|push: &redis::PushInfo| {
                         std::future::ready(push.kind == PushKind::SMessage)
                     })
@@ -185,9 +171,9 @@ impl RedissonLock {
             .arg(0)
             .arg(lease.as_millis() as u64)
             .arg(&self.owner)
-            .arg(match self.waits {
-                Waits::Single(_) => "PUBLISH",
-                Waits::Cluster(_) => "SPUBLISH",
+            .arg(match self.conn {
+                Conn::Single(..) => "PUBLISH",
+                Conn::Cluster(..) => "SPUBLISH",
             })
             .arg(13_500)
             .invoke_async(&mut self.conn)
@@ -224,11 +210,4 @@ fn uuid_like() -> String {
         (b >> 12) & 0xfff,
         b >> 16 & 0xffff_ffff_ffff
     )
-}
-
-/// A stream of what `receiver` gets.
-fn tokio_stream_from<T: Send + 'static>(
-    mut receiver: tokio::sync::mpsc::UnboundedReceiver<T>,
-) -> futures_util::stream::BoxStream<'static, T> {
-    futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx)).boxed()
 }

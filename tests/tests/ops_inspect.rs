@@ -1,10 +1,10 @@
 //! Operating locks: holder metadata seen from another client, wait timeouts that name the
 //! holder, inspection, listing (also on a Cluster) and forced release.
 
-use std::cell::Cell;
 use std::time::Duration;
 
-use distlock_tests::locks::{builder, client, exists, lock_key, pttl, wait_until, GENEROUS};
+use distlock_tests::fault::wait_renewed;
+use distlock_tests::locks::{builder, client, exists, lock_key, wait_until, GENEROUS};
 use distlock_tests::redisson::RedissonLock;
 use distlock_tests::{RedisCluster, RedisServer};
 use lock_core::{LockClient, LockError};
@@ -128,24 +128,12 @@ async fn renewals_extend_the_holder_record() {
         .build()
         .unwrap();
     let guard = locks.lock("long").await.unwrap();
-    let conn = server.conn().await;
-    let key = holder_key("long");
-    let (last_ttl, extensions) = (Cell::new(i64::MAX), Cell::new(0));
-    // A record's TTL only falls, unless a renewal extends it; four extensions, 200 ms apart,
-    // take it past the first lease.
-    wait_until("four renewals extended the holder record", GENEROUS, || {
-        let (mut conn, key) = (conn.clone(), key.as_str());
-        let (last_ttl, extensions) = (&last_ttl, &extensions);
-        async move {
-            let ttl = pttl(&mut conn, key).await;
-            assert!(ttl > 0, "the holder record expired or vanished: {ttl}");
-            if ttl > last_ttl.replace(ttl) {
-                extensions.set(extensions.get() + 1);
-            }
-            extensions.get() >= 4
-        }
-    })
-    .await;
+    let mut conn = server.conn().await;
+    // A record's TTL only falls, unless a renewal extends it (and it must never lapse);
+    // four extensions, 200 ms apart, take it past the first lease.
+    for _ in 0..4 {
+        wait_renewed(&mut conn, &holder_key("long"), GENEROUS).await;
+    }
     assert!(guard.is_held());
     let state = locks.inspect("long").await.unwrap();
     assert!(state.holder().is_some());

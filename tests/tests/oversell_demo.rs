@@ -40,7 +40,6 @@ async fn local_mutex_run_reports_consistently() {
         .await
         .expect("demo run");
     assert_eq!(report.accepted + report.sold_out + report.failed, 200);
-    assert!(report.oversold() >= 0, "{report:?}");
 }
 
 /// The `oversell` command as the example runs it, from its command line to its exit status,

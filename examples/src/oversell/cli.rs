@@ -8,7 +8,7 @@ use clap::builder::RangedU64ValueParser;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{table, Guard, Settings};
+use super::{table, Error, Guard, Settings};
 
 /// Three inventory instances, one stock in Redis: local locks oversell, distlock does not.
 #[derive(Debug, Parser)]
@@ -69,8 +69,6 @@ impl Args {
         }
     }
 }
-
-type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Runs the demo against the Redis at `redis_url`, as the `oversell` example does: a run
 /// with a local lock, a run with the distributed lock, then the table and the verdict on

@@ -13,7 +13,7 @@ use hyper::Request;
 use hyper_util::rt::TokioIo;
 use indicatif::ProgressBar;
 
-use super::Settings;
+use super::{Error, Settings};
 
 /// What the load produced.
 #[derive(Debug, Default)]
@@ -83,8 +83,6 @@ async fn worker(
     }
     load
 }
-
-type Error = Box<dyn std::error::Error + Send + Sync>;
 
 async fn send(
     sender: &mut Option<SendRequest<Empty<Bytes>>>,

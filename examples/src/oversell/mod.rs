@@ -15,6 +15,9 @@ use std::time::Duration;
 use indicatif::ProgressBar;
 use redis::AsyncCommands;
 
+/// The demo's errors: Redis, I/O and HTTP failures, reported as text.
+pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
+
 pub use report::{table, Report};
 
 /// The item every request buys.
@@ -73,19 +76,6 @@ impl Settings {
     }
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        let concurrency = 100;
-        Self {
-            stock: 100,
-            requests: 1_000,
-            concurrency,
-            instances: 3,
-            lock_wait: Self::queue_wait(concurrency),
-        }
-    }
-}
-
 /// Runs one experiment against the Redis at `url`: resets the stock, starts the instances,
 /// fires the load, and reports what was sold.
 ///
@@ -96,7 +86,7 @@ pub async fn run(
     settings: &Settings,
     guard: Guard,
     progress: Option<ProgressBar>,
-) -> Result<Report, Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<Report, Error> {
     let mut conn = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;

@@ -14,9 +14,7 @@ use redis::AsyncCommands;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
-use super::{Guard, Settings};
-
-type Error = Box<dyn std::error::Error + Send + Sync>;
+use super::{Error, Guard, Settings};
 
 /// The Redis key of an item's stock.
 pub(crate) fn stock_key(item: u64) -> String {
