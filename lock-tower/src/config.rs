@@ -5,13 +5,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::request::Parts;
 use http::{Method, Response};
 use lock_core::{LockClient, LockName, LockRequest, OnLost};
 
 use crate::key::{KeyError, KeySpec};
 use crate::response::{into_response, Rejection, ResponseBody};
-#[cfg(feature = "axum")]
-use crate::route::AxumRoutes;
 use crate::route::Routes;
 
 /// What the layer does when Redis cannot be reached.
@@ -35,11 +34,9 @@ pub(crate) type RejectionFn = Arc<dyn Fn(&Rejection) -> Response<String> + Send 
 pub(crate) struct Config {
     pub(crate) client: LockClient,
     pub(crate) key: KeySpec,
-    /// `None`: every request is locked.
+    /// `None`: every request is locked, with the path parameters of the route axum matched
+    /// (`axum` feature) or none.
     pub(crate) routes: Option<Routes>,
-    /// Without routes: the routes axum matched.
-    #[cfg(feature = "axum")]
-    pub(crate) axum_routes: AxumRoutes,
     pub(crate) methods: Vec<Method>,
     pub(crate) lease: Option<Duration>,
     pub(crate) wait: Duration,
@@ -60,40 +57,77 @@ pub(crate) enum Plan {
 }
 
 impl Config {
-    /// Matches the routes and renders the lock name of `request`.
-    pub(crate) fn plan<B>(&self, request: &http::Request<B>) -> Plan {
-        if !self.methods.is_empty() && !self.methods.contains(request.method()) {
+    /// Matches the routes and renders the lock name of the request.
+    pub(crate) fn plan(&self, parts: &mut Parts) -> Plan {
+        if !self.methods.is_empty() && !self.methods.contains(&parts.method) {
             return Plan::Skip;
         }
-        #[cfg(feature = "axum")]
-        let axum_route = match self.routes {
-            Some(_) => None,
-            None => self.axum_routes.matched(request),
-        };
-        let found = match &self.routes {
-            Some(routes) => match routes.at(request.uri().path()) {
+        let name = match &self.routes {
+            Some(routes) => match routes.at(parts.uri.path()) {
                 None => return Plan::Skip,
-                found => found,
+                Some(Err(error)) => Err(error),
+                Some(Ok(params)) => self.key.resolve(parts, Some(&params)),
             },
-            #[cfg(feature = "axum")]
-            None => axum_route.as_ref().and_then(|(route, path)| route.at(path)),
-            #[cfg(not(feature = "axum"))]
-            None => None,
+            None => self.resolve_without_routes(parts),
         };
-        let params = match found {
-            None => None,
-            Some(Ok(params)) => Some(params),
-            Some(Err(error)) => return Plan::Invalid(error),
-        };
-        match self.key.resolve(request, params.as_deref()) {
+        match name {
             Ok(name) => Plan::Lock(name),
-            Err(error) => Plan::Invalid(error),
+            Err(error) => {
+                if error.is_misconfiguration() {
+                    self.log_misconfiguration(parts, &error);
+                }
+                Plan::Invalid(error)
+            }
         }
+    }
+
+    /// Path parameters from the route axum matched.
+    #[cfg(feature = "axum")]
+    fn resolve_without_routes(&self, parts: &mut Parts) -> Result<LockName, KeyError> {
+        use crate::route::axum_route::{matched, Matched};
+        match matched(parts) {
+            Matched::None => self.key.resolve(parts, None),
+            Matched::Params(raw) => {
+                let params: Vec<_> = raw.iter().map(|(k, v)| (k, Cow::Borrowed(v))).collect();
+                self.key.resolve(parts, Some(&params))
+            }
+            Matched::InvalidUtf8 => match self.key.path_params().next() {
+                Some((placeholder, _)) => Err(KeyError::new(
+                    placeholder,
+                    "is not valid UTF-8 once percent-decoded",
+                )),
+                None => self.key.resolve(parts, None),
+            },
+        }
+    }
+
+    /// No path parameters (the builder refuses path placeholders here).
+    #[cfg(not(feature = "axum"))]
+    fn resolve_without_routes(&self, parts: &mut Parts) -> Result<LockName, KeyError> {
+        self.key.resolve(parts, None)
+    }
+
+    /// A placeholder no request can fill on this route: the operator must hear of it; the
+    /// client only gets a generic answer.
+    fn log_misconfiguration(&self, parts: &Parts, error: &KeyError) {
+        const NO_ROUTE: &str = "(no route matched before the layer)";
+        #[cfg(feature = "axum")]
+        let route = crate::route::axum_route::template(parts).unwrap_or(NO_ROUTE);
+        #[cfg(not(feature = "axum"))]
+        let route = NO_ROUTE;
+        tracing::error!(
+            key = ?self.key,
+            route,
+            path = parts.uri.path(),
+            %error,
+            "lock layer misconfigured: its key template needs a path parameter this route does not \
+             have (use `route_layer` on routes that define it, or give the layer `.route(…)`)"
+        );
     }
 
     /// The lock request for `name` with this layer's lease, wait, on-lost and family
     /// settings; the request's `x-request-id`, if any, is recorded with the hold.
-    pub(crate) fn request<B>(&self, name: LockName, request: &http::Request<B>) -> LockRequest {
+    pub(crate) fn request(&self, name: LockName, request: &Parts) -> LockRequest {
         let mut lock = (self.client.lock(name).wait(self.wait))
             .on_lost(self.on_lost)
             .family(self.family.clone());
@@ -120,8 +154,8 @@ impl Config {
 const REQUEST_ID: &str = "x-request-id";
 
 /// The request's id, when it has a readable one of sane length (it is stored in Redis).
-fn request_id<B>(request: &http::Request<B>) -> Option<&str> {
-    let id = request.headers().get(REQUEST_ID)?.to_str().ok()?;
+fn request_id(request: &Parts) -> Option<&str> {
+    let id = request.headers.get(REQUEST_ID)?.to_str().ok()?;
     (!id.is_empty() && id.len() <= 128).then_some(id)
 }
 

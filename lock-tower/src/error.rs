@@ -31,13 +31,33 @@ pub enum BuildError {
         /// What the router said.
         reason: String,
     },
-    /// A `<path.…>` placeholder names a parameter a route does not have.
-    #[error("key placeholder `<path.{param}>`: route {route:?} has no `{{{param}}}` parameter")]
+    /// A path placeholder (`<id>` or `<path.id>`) names a parameter a route does not have.
+    #[error("key placeholder `<{placeholder}>`: route {route:?} has no `{{{param}}}` parameter")]
     MissingPathParam {
         /// The route template.
         route: String,
         /// The parameter.
         param: String,
+        /// The placeholder as written (`id`, `path.id`).
+        placeholder: String,
+    },
+    /// A path placeholder, in a layer that has no routes of its own and is built without
+    /// the `axum` feature: nothing could ever fill it.
+    #[error("key template {template:?}: `<{placeholder}>` is a path parameter, but the layer has no route to take it from: give the layer its routes with `.route(\"/items/{{id}}\")`, enable lock-tower's `axum` feature, or write `<query.…>` to read the query string")]
+    NoPathParams {
+        /// The template.
+        template: String,
+        /// The placeholder as written.
+        placeholder: String,
+    },
+    /// [`parse_as`](crate::LockLayerBuilder::parse_as) names a placeholder the key template
+    /// does not have.
+    #[error("parse_as(\"{placeholder}\"): key template {template:?} has no `<{placeholder}>` placeholder")]
+    UnknownPlaceholder {
+        /// The template.
+        template: String,
+        /// The placeholder given to `parse_as`.
+        placeholder: String,
     },
     /// The lease is below [`LockClientBuilder::MIN_LEASE`].
     #[error(

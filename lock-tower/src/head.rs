@@ -2,7 +2,8 @@
 
 use std::borrow::Cow;
 
-use http::{Extensions, HeaderMap, Method, Request, Uri};
+use http::request::Parts;
+use http::{Extensions, HeaderMap, Method, Uri};
 
 use crate::key::KeyError;
 
@@ -22,15 +23,12 @@ pub struct RequestHead<'a> {
 }
 
 impl<'a> RequestHead<'a> {
-    pub(crate) fn new<B>(
-        request: &'a Request<B>,
-        params: Option<&'a [(&'a str, Cow<'a, str>)]>,
-    ) -> Self {
+    pub(crate) fn new(parts: &'a Parts, params: Option<&'a [(&'a str, Cow<'a, str>)]>) -> Self {
         Self {
-            method: request.method(),
-            uri: request.uri(),
-            headers: request.headers(),
-            extensions: request.extensions(),
+            method: &parts.method,
+            uri: &parts.uri,
+            headers: &parts.headers,
+            extensions: &parts.extensions,
             params,
         }
     }
@@ -55,49 +53,69 @@ impl<'a> RequestHead<'a> {
         self.extensions
     }
 
-    /// True when a route matched the request, so that path parameters are known.
+    /// A path parameter of the matched route, percent-decoded; `None` when the route has
+    /// no such parameter or no route is known. A name the route captured twice (an outer
+    /// and a nested router's `{id}`) is `None`: which one a handler reads is not certain.
+    pub fn path_param(&self, name: &str) -> Option<&'a str> {
+        self.unique_path_param(name).ok().flatten()
+    }
+
+    /// True when a route matched, so that the path parameters are known.
     pub(crate) fn has_route(&self) -> bool {
         self.params.is_some()
     }
 
-    /// A path parameter of the matched route, percent-decoded.
-    pub fn path_param(&self, name: &str) -> Option<&'a str> {
-        let params = self.params?;
-        params
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_ref())
+    /// [`path_param`](Self::path_param), with an error for a repeated name.
+    pub(crate) fn unique_path_param(&self, name: &str) -> Result<Option<&'a str>, KeyError> {
+        let Some(params) = self.params else {
+            return Ok(None);
+        };
+        let mut found = params.iter().filter(|(k, _)| *k == name);
+        match (found.next(), found.next()) {
+            (Some((_, value)), None) => Ok(Some(value.as_ref())),
+            (None, _) => Ok(None),
+            (Some(_), Some(_)) => Err(KeyError::new(name, "is repeated")),
+        }
     }
 
-    /// The first query parameter `name`, decoded (`+` and `%XX`).
+    /// The query parameter `name`, decoded (`+` and `%XX`, in names too: `i%64=7` is `id`).
     ///
     /// # Errors
-    /// [`KeyError`] when the value is not valid UTF-8 once decoded.
+    /// [`KeyError`] when the value is not valid UTF-8 once decoded, or when the parameter is
+    /// repeated (`?id=7&id=8`): a handler could read either one, so no lock name is made.
     pub fn query_param(&self, name: &str) -> Result<Option<Cow<'a, str>>, KeyError> {
         let query = self.uri.query().unwrap_or("");
+        let mut found = None;
         for pair in query.split('&') {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            if decode(key, true).as_deref() == Ok(name) {
-                return decode(value, true)
-                    .map(Some)
-                    .map_err(|reason| KeyError::new(name, reason));
+            if decode(key, true).as_deref() != Ok(name) {
+                continue;
             }
+            if found.is_some() {
+                return Err(KeyError::new(name, "is repeated"));
+            }
+            found = Some(decode(value, true).map_err(|reason| KeyError::new(name, reason))?);
         }
-        Ok(None)
+        Ok(found)
     }
 
-    /// The first value of header `name` as text.
+    /// The value of header `name` as text.
     ///
     /// # Errors
-    /// [`KeyError`] when the value is not visible ASCII.
+    /// [`KeyError`] when the value is not visible ASCII, or when the header is repeated: a
+    /// handler could read either value, so no lock name is made.
     pub fn header(&self, name: &str) -> Result<Option<&'a str>, KeyError> {
-        self.headers
-            .get(name)
-            .map(|v| {
-                v.to_str()
-                    .map_err(|_| KeyError::new(name, "is not visible ASCII"))
-            })
-            .transpose()
+        let mut values = self.headers.get_all(name).iter();
+        let Some(value) = values.next() else {
+            return Ok(None);
+        };
+        if values.next().is_some() {
+            return Err(KeyError::new(name, "is repeated"));
+        }
+        value
+            .to_str()
+            .map(Some)
+            .map_err(|_| KeyError::new(name, "is not visible ASCII"))
     }
 }
 
@@ -147,11 +165,31 @@ mod tests {
 
     #[test]
     fn query_parameters_are_decoded() {
-        let request = Request::get("/?a%20b=1&c=x+y&c=2").body(()).unwrap();
-        let head = RequestHead::new(&request, None);
+        let (parts, ()) = http::Request::get("/?a%20b=1&c=x+y&i%64=2")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let head = RequestHead::new(&parts, None);
         assert_eq!(head.query_param("a b").unwrap().as_deref(), Some("1"));
         assert_eq!(head.query_param("c").unwrap().as_deref(), Some("x y"));
+        assert_eq!(head.query_param("id").unwrap().as_deref(), Some("2"));
         assert_eq!(head.query_param("d").unwrap(), None);
         assert!(head.path_param("a").is_none());
+    }
+
+    /// A repeated parameter or header could be read either way by the handler.
+    #[test]
+    fn repeated_values_are_refused() {
+        let (parts, ()) = http::Request::get("/?id=7&i%64=8")
+            .header("x-t", "a")
+            .header("x-t", "b")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let params = [("id", Cow::Borrowed("7")), ("id", Cow::Borrowed("8"))];
+        let head = RequestHead::new(&parts, Some(&params));
+        assert_eq!(head.query_param("id").unwrap_err().reason(), "is repeated");
+        assert_eq!(head.header("x-t").unwrap_err().reason(), "is repeated");
+        assert_eq!(head.path_param("id"), None);
     }
 }

@@ -5,19 +5,21 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::header::HeaderName;
-use http::Request;
+use http::request::Parts;
 use lock_core::{KeyTemplate, LockName};
 
 use crate::error::BuildError;
 use crate::head::RequestHead;
 
 /// Why no lock name could be made for a request. The request is answered `400 Bad Request`
-/// (`INVALID_ARGUMENT` for gRPC) with this message, and no lock is attempted.
+/// (`INVALID_ARGUMENT` for gRPC) and no lock is attempted. The answer names the parameter,
+/// unless the layer's configuration is at fault (see [`is_misconfiguration`](Self::is_misconfiguration)).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("key parameter `{parameter}` {reason}")]
 pub struct KeyError {
     parameter: String,
     reason: Cow<'static, str>,
+    misconfigured: bool,
 }
 
 impl KeyError {
@@ -37,6 +39,19 @@ impl KeyError {
         Self {
             parameter: parameter.into(),
             reason: reason.into(),
+            misconfigured: false,
+        }
+    }
+
+    /// A placeholder the layer can never fill for this request: the route has no such path
+    /// parameter, or no route is known. Not the client's fault.
+    pub(crate) fn misconfigured(
+        parameter: impl Into<String>,
+        reason: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Self {
+            misconfigured: true,
+            ..Self::new(parameter, reason)
         }
     }
 
@@ -49,17 +64,26 @@ impl KeyError {
     pub fn reason(&self) -> &str {
         &self.reason
     }
+
+    /// True when the layer's configuration, not the request, is at fault: a path
+    /// placeholder that the matched route does not define, or a layer that no route
+    /// reaches. The client is answered a generic `400` (the details are logged at `error`).
+    pub fn is_misconfiguration(&self) -> bool {
+        self.misconfigured
+    }
 }
 
 /// The signature of a key function.
 pub(crate) type KeyFn =
     Arc<dyn Fn(&RequestHead<'_>) -> Result<LockName, KeyError> + Send + Sync + 'static>;
 
+/// Turns a placeholder's value into its canonical text, or says why it cannot (see
+/// [`LockLayerBuilder::parse_as`](crate::LockLayerBuilder::parse_as)).
+pub(crate) type Canonical = Arc<dyn Fn(&str) -> Result<String, String> + Send + Sync + 'static>;
+
 /// Where a placeholder takes its value.
 pub(crate) enum Source {
-    /// `<id>`: the path parameter of the matched route, else the query parameter.
-    PathOrQuery(String),
-    /// `<path.id>`.
+    /// `<id>` and `<path.id>`: the path parameter of the matched route, and nothing else.
     Path(String),
     /// `<query.id>`.
     Query(String),
@@ -67,12 +91,19 @@ pub(crate) enum Source {
     Header(HeaderName),
 }
 
+/// One distinct placeholder of a template.
+pub(crate) struct Placeholder {
+    /// As written: `id`, `query.id`.
+    written: String,
+    source: Source,
+    canonical: Option<Canonical>,
+}
+
 /// How a layer names the lock of a request.
 pub(crate) enum KeySpec {
     Template {
         template: KeyTemplate,
-        /// One entry per distinct placeholder path.
-        sources: Vec<(String, Source)>,
+        placeholders: Vec<Placeholder>,
     },
     Fn(KeyFn),
 }
@@ -87,48 +118,68 @@ impl fmt::Debug for KeySpec {
 }
 
 impl KeySpec {
-    /// Parses a template and checks every placeholder's source.
-    pub(crate) fn template(text: &str) -> Result<Self, BuildError> {
+    /// Parses a template, checks every placeholder's source, and attaches the
+    /// canonicalisers of `parse_as` (each must name a placeholder of the template).
+    pub(crate) fn template(
+        text: &str,
+        mut canonical: Vec<(String, Canonical)>,
+    ) -> Result<Self, BuildError> {
         let template = KeyTemplate::parse(text)?;
-        let mut sources: Vec<(String, Source)> = Vec::new();
+        let mut placeholders: Vec<Placeholder> = Vec::new();
         for path in template.placeholders() {
-            if sources.iter().any(|(p, _)| p == path) {
+            if placeholders.iter().any(|p| p.written == path) {
                 continue;
             }
-            sources.push((path.to_owned(), source_of(text, path)?));
+            let at = canonical.iter().position(|(name, _)| name == path);
+            placeholders.push(Placeholder {
+                written: path.to_owned(),
+                source: source_of(text, path)?,
+                canonical: at.map(|at| canonical.swap_remove(at).1),
+            });
         }
-        Ok(Self::Template { template, sources })
+        if let Some((placeholder, _)) = canonical.into_iter().next() {
+            return Err(BuildError::UnknownPlaceholder {
+                template: text.to_owned(),
+                placeholder,
+            });
+        }
+        Ok(Self::Template {
+            template,
+            placeholders,
+        })
     }
 
-    /// The path parameters every route must define: those of `<path.…>` placeholders.
-    pub(crate) fn required_path_params(&self) -> impl Iterator<Item = &str> {
-        let sources = match self {
-            Self::Template { sources, .. } => sources.as_slice(),
+    /// The path placeholders, `(as written, parameter name)`: `<id>` and `<path.id>`.
+    pub(crate) fn path_params(&self) -> impl Iterator<Item = (&str, &str)> {
+        let placeholders = match self {
+            Self::Template { placeholders, .. } => placeholders.as_slice(),
             Self::Fn(_) => &[],
         };
-        sources.iter().filter_map(|(_, s)| match s {
-            Source::Path(name) => Some(name.as_str()),
+        placeholders.iter().filter_map(|p| match &p.source {
+            Source::Path(name) => Some((p.written.as_str(), name.as_str())),
             _ => None,
         })
     }
 
-    /// The lock name of a request whose matched route gave `params` (`None`: no route
-    /// matched).
-    pub(crate) fn resolve<B>(
+    /// The lock name of a request whose matched route gave `params` (`None`: no route is
+    /// known).
+    pub(crate) fn resolve(
         &self,
-        request: &Request<B>,
+        parts: &Parts,
         params: Option<&[(&str, Cow<'_, str>)]>,
     ) -> Result<LockName, KeyError> {
-        let head = RequestHead::new(request, params);
+        let head = RequestHead::new(parts, params);
         match self {
             Self::Fn(f) => f(&head),
-            Self::Template { template, sources } => template.render(|path| {
-                let source = sources
+            Self::Template {
+                template,
+                placeholders,
+            } => template.render(|path| {
+                let placeholder = placeholders
                     .iter()
-                    .find(|(p, _)| p == path)
-                    .map(|(_, s)| s)
+                    .find(|p| p.written == path)
                     .expect("every placeholder has a source");
-                resolve_one(&head, path, source)
+                placeholder.resolve(&head)
             }),
         }
     }
@@ -140,7 +191,7 @@ fn source_of(template: &str, path: &str) -> Result<Source, BuildError> {
         placeholder: path.to_owned(),
     };
     Ok(match path.split_once('.') {
-        None => Source::PathOrQuery(path.to_owned()),
+        None => Source::Path(path.to_owned()),
         Some((_, rest)) if rest.contains('.') => return Err(unknown()),
         Some(("path", name)) => Source::Path(name.to_owned()),
         Some(("query", name)) => Source::Query(name.to_owned()),
@@ -151,35 +202,44 @@ fn source_of(template: &str, path: &str) -> Result<Source, BuildError> {
     })
 }
 
-/// The value of the placeholder `path`; errors name the placeholder as written.
-fn resolve_one(head: &RequestHead<'_>, path: &str, source: &Source) -> Result<String, KeyError> {
-    let found = match source {
-        Source::PathOrQuery(name) => match head.path_param(name) {
-            Some(value) => Ok(Some(Cow::Borrowed(value))),
-            None => head.query_param(name),
-        },
-        Source::Path(name) => Ok(head.path_param(name).map(Cow::Borrowed)),
-        Source::Query(name) => head.query_param(name),
-        Source::Header(name) => head.header(name.as_str()).map(|v| v.map(Cow::Borrowed)),
-    };
-    let value = found.map_err(|error| KeyError {
-        parameter: path.to_owned(),
-        ..error
-    })?;
-    match value {
-        Some(v) if v.trim().is_empty() => Err(KeyError::empty(path)),
-        Some(v) => Ok(v.into_owned()),
-        // Likely a layer that should have been given the route: say where it looked.
-        None => Err(match source {
-            Source::PathOrQuery(_) if !head.has_route() => KeyError::new(
-                path,
-                "is missing (no route matched the request path, so it was looked up in the query string only)",
-            ),
-            Source::Path(_) if !head.has_route() => {
-                KeyError::new(path, "is missing (no route matched the request path)")
+impl Placeholder {
+    /// This placeholder's value for `head`; errors name the placeholder as written.
+    fn resolve(&self, head: &RequestHead<'_>) -> Result<String, KeyError> {
+        let written = self.written.as_str();
+        let found = match &self.source {
+            Source::Path(name) => match head.unique_path_param(name) {
+                Ok(Some(value)) => Ok(Some(Cow::Borrowed(value))),
+                // Never another source: a path parameter that is not there is the layer's
+                // configuration at fault, and a fallback would let the client pick the lock.
+                Ok(None) if head.has_route() => {
+                    return Err(KeyError::misconfigured(
+                        written,
+                        "is not a path parameter of the matched route",
+                    ))
+                }
+                Ok(None) => {
+                    return Err(KeyError::misconfigured(
+                        written,
+                        "has no matched route to come from",
+                    ))
+                }
+                Err(error) => Err(error),
+            },
+            Source::Query(name) => head.query_param(name),
+            Source::Header(name) => head.header(name.as_str()).map(|v| v.map(Cow::Borrowed)),
+        };
+        let value = found.map_err(|error| KeyError {
+            parameter: written.to_owned(),
+            ..error
+        })?;
+        match (value, &self.canonical) {
+            (None, _) => Err(KeyError::missing(written)),
+            (Some(v), _) if v.trim().is_empty() => Err(KeyError::empty(written)),
+            (Some(v), None) => Ok(v.into_owned()),
+            (Some(v), Some(canonical)) => {
+                canonical(&v).map_err(|reason| KeyError::new(written, reason))
             }
-            _ => KeyError::missing(path),
-        }),
+        }
     }
 }
 
@@ -197,28 +257,50 @@ mod tests {
         uri: &str,
         params: Option<&[(&str, &str)]>,
     ) -> Result<String, KeyError> {
-        let spec = KeySpec::template(template).unwrap();
-        let request = Request::builder()
+        resolve_with(
+            KeySpec::template(template, Vec::new()).unwrap(),
+            uri,
+            params,
+        )
+    }
+
+    fn resolve_with(
+        spec: KeySpec,
+        uri: &str,
+        params: Option<&[(&str, &str)]>,
+    ) -> Result<String, KeyError> {
+        let (parts, ()) = http::Request::builder()
             .uri(uri)
             .header("x-tenant", "acme corp")
             .header("x-bin", http::HeaderValue::from_bytes(b"\xff").unwrap())
             .body(())
-            .unwrap();
+            .unwrap()
+            .into_parts();
         let params: Option<Vec<_>> =
             params.map(|p| p.iter().map(|(k, v)| (*k, Cow::Borrowed(*v))).collect());
-        spec.resolve(&request, params.as_deref()).map(|n| name(&n))
+        spec.resolve(&parts, params.as_deref()).map(|n| name(&n))
     }
 
+    /// The bypass this pins: with item 7's route matched, `?id=8` must not pick `item_8`,
+    /// and without a route the query string must not stand in for the path.
     #[test]
-    fn bare_placeholder_prefers_the_path_then_the_query() {
+    fn bare_placeholder_is_the_path_parameter_and_nothing_else() {
         assert_eq!(
-            resolve("item_<id>", "/items/7?id=9", Some(&[("id", "7")])).unwrap(),
+            resolve("item_<id>", "/items/7?id=8", Some(&[("id", "7")])).unwrap(),
             "item_7"
         );
-        assert_eq!(resolve("item_<id>", "/items?id=9", None).unwrap(), "item_9");
+        let no_route = resolve("item_<id>", "/items?id=8", None).unwrap_err();
+        assert!(no_route.is_misconfiguration(), "{no_route}");
+        assert_eq!(no_route.parameter(), "id");
+        let not_in_route = resolve("item_<id>", "/items?id=8", Some(&[])).unwrap_err();
+        assert!(not_in_route.is_misconfiguration(), "{not_in_route}");
         assert_eq!(
-            resolve("item_<id>", "/items?id=9", Some(&[])).unwrap(),
-            "item_9"
+            not_in_route.to_string(),
+            "key parameter `id` is not a path parameter of the matched route"
+        );
+        assert_eq!(
+            resolve("item_<path.id>", "/items/7?id=8", Some(&[("id", "7")])).unwrap(),
+            "item_7"
         );
     }
 
@@ -228,10 +310,8 @@ mod tests {
             resolve("item_<query.id>", "/items/7?id=9", Some(&[("id", "7")])).unwrap(),
             "item_9"
         );
-        let err = resolve("item_<path.id>", "/items?id=9", Some(&[])).unwrap_err();
-        assert_eq!(err.to_string(), "key parameter `path.id` is missing");
         assert_eq!(
-            resolve("t_<header.x-tenant>:<id>", "/?id=1", None).unwrap(),
+            resolve("t_<header.x-tenant>:<query.id>", "/?id=1", None).unwrap(),
             "t_acme%20corp:1"
         );
         assert_eq!(
@@ -243,12 +323,15 @@ mod tests {
     #[test]
     fn values_are_decoded_then_encoded_so_names_cannot_collide() {
         // `a:b` + `c` and `a` + `b:c` must not render the same name.
-        let one = resolve("<a>:<b>", "/?a=x%3Ay&b=z", None).unwrap();
-        let two = resolve("<a>:<b>", "/?a=x&b=y%3Az", None).unwrap();
+        let one = resolve("<query.a>:<query.b>", "/?a=x%3Ay&b=z", None).unwrap();
+        let two = resolve("<query.a>:<query.b>", "/?a=x&b=y%3Az", None).unwrap();
         assert_ne!(one, two);
         assert_eq!(one, "x%3Ay:z");
-        assert_eq!(resolve("<q>", "/?q=a+b%2Bc", None).unwrap(), "a%20b%2Bc");
-        assert_eq!(resolve("<q>", "/?q=%", None).unwrap(), "%25");
+        assert_eq!(
+            resolve("<query.q>", "/?q=a+b%2Bc", None).unwrap(),
+            "a%20b%2Bc"
+        );
+        assert_eq!(resolve("<query.q>", "/?q=%", None).unwrap(), "%25");
         assert_eq!(
             resolve("<id>", "/", Some(&[("id", "é/")])).unwrap(),
             "%C3%A9%2F"
@@ -256,14 +339,15 @@ mod tests {
     }
 
     #[test]
-    fn missing_empty_and_invalid_values_name_the_parameter() {
-        let missing = resolve("item_<id>", "/items", Some(&[])).unwrap_err();
-        assert_eq!(missing, KeyError::missing("id"));
-        assert_eq!(missing.to_string(), "key parameter `id` is missing");
-        let empty = resolve("item_<id>", "/items?id=", None).unwrap_err();
-        assert_eq!(empty.to_string(), "key parameter `id` is empty");
-        let blank = resolve("item_<id>", "/items?id=+", None).unwrap_err();
-        assert_eq!(blank.parameter(), "id");
+    fn missing_empty_repeated_and_invalid_values_name_the_parameter() {
+        let missing = resolve("item_<query.id>", "/items", Some(&[])).unwrap_err();
+        assert_eq!(missing, KeyError::missing("query.id"));
+        assert!(!missing.is_misconfiguration());
+        assert_eq!(missing.to_string(), "key parameter `query.id` is missing");
+        let empty = resolve("item_<query.id>", "/items?id=", None).unwrap_err();
+        assert_eq!(empty.to_string(), "key parameter `query.id` is empty");
+        let blank = resolve("item_<id>", "/items", Some(&[("id", " ")])).unwrap_err();
+        assert_eq!(blank, KeyError::empty("id"));
         let bad = resolve("item_<query.id>", "/items?id=%FF", None).unwrap_err();
         assert_eq!(bad.parameter(), "query.id");
         assert!(bad.reason().contains("UTF-8"), "{bad}");
@@ -274,31 +358,42 @@ mod tests {
         );
         let absent = resolve("<header.x-none>", "/", None).unwrap_err();
         assert_eq!(absent, KeyError::missing("header.x-none"));
+        let repeated = resolve("<query.id>", "/?id=7&id=8", None).unwrap_err();
+        assert_eq!(repeated.to_string(), "key parameter `query.id` is repeated");
+        let twice = resolve("<id>", "/", Some(&[("id", "7"), ("id", "8")])).unwrap_err();
+        assert_eq!(twice.to_string(), "key parameter `id` is repeated");
     }
 
-    /// A layer without the route falls back to the query: the 400 says so, not just
-    /// "missing" for a parameter that is plainly in the path.
+    /// Several spellings of one value must take one lock: `parse_as` puts the parsed
+    /// value's text into the name.
     #[test]
-    fn missing_values_without_a_route_say_where_they_were_looked_up() {
-        let err = resolve("item_<id>", "/items/7/buy", None).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "key parameter `id` is missing (no route matched the request path, so it was \
-             looked up in the query string only)"
-        );
-        let err = resolve("item_<path.id>", "/items/7/buy", None).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "key parameter `path.id` is missing (no route matched the request path)"
-        );
-        let err = resolve("item_<query.id>", "/items/7/buy", None).unwrap_err();
-        assert_eq!(err, KeyError::missing("query.id"));
+    fn parse_as_canonicalises_values() {
+        let spec = || {
+            let canonical: Canonical = Arc::new(|t: &str| {
+                t.parse::<u64>()
+                    .map(|v| v.to_string())
+                    .map_err(|e| e.to_string())
+            });
+            KeySpec::template("item_<id>", vec![("id".to_owned(), canonical)]).unwrap()
+        };
+        for spelling in ["7", "07", "+7", "0007"] {
+            let name = resolve_with(spec(), "/", Some(&[("id", spelling)])).unwrap();
+            assert_eq!(name, "item_7", "{spelling}");
+        }
+        let err = resolve_with(spec(), "/", Some(&[("id", "seven")])).unwrap_err();
+        assert_eq!(err.parameter(), "id");
+        let canonical: Canonical = Arc::new(|t: &str| Ok(t.to_owned()));
+        let unknown = KeySpec::template("item_<id>", vec![("sku".to_owned(), canonical)]);
+        assert!(matches!(
+            unknown,
+            Err(BuildError::UnknownPlaceholder { .. })
+        ));
     }
 
     #[test]
     fn unknown_sources_fail_at_build_time() {
         for bad in ["<body.id>", "<path.a.b>", "<header.a.b>"] {
-            let err = KeySpec::template(bad).unwrap_err();
+            let err = KeySpec::template(bad, Vec::new()).unwrap_err();
             assert!(
                 matches!(err, BuildError::UnknownSource { .. }),
                 "{bad}: {err}"
@@ -306,7 +401,7 @@ mod tests {
             assert!(err.to_string().contains("path.<name>"), "{err}");
         }
         assert!(matches!(
-            KeySpec::template("a<id"),
+            KeySpec::template("a<id", Vec::new()),
             Err(BuildError::Template(_))
         ));
     }
@@ -320,17 +415,18 @@ mod tests {
             let id = head.path_param("id").ok_or(KeyError::missing("id"))?;
             Ok(LockName::from(format!("{tenant}/{id}/{}", head.method())))
         }));
-        let request = Request::post("/x")
+        let (parts, ()) = http::Request::post("/x")
             .header("x-tenant", "t")
             .body(())
-            .unwrap();
+            .unwrap()
+            .into_parts();
         let params = [("id", Cow::Borrowed("5"))];
         assert_eq!(
-            name(&spec.resolve(&request, Some(&params)).unwrap()),
+            name(&spec.resolve(&parts, Some(&params)).unwrap()),
             "t/5/POST"
         );
         assert_eq!(
-            spec.resolve(&request, None).unwrap_err(),
+            spec.resolve(&parts, None).unwrap_err(),
             KeyError::missing("id")
         );
     }

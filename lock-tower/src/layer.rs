@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use tower_layer::Layer;
 use crate::config::{Config, OutagePolicy, RejectionFn};
 use crate::error::BuildError;
 use crate::head::RequestHead;
-use crate::key::{KeyError, KeyFn, KeySpec};
+use crate::key::{Canonical, KeyError, KeyFn, KeySpec};
 use crate::response::Rejection;
 use crate::route::Routes;
 use crate::service::DistributedLock;
@@ -32,7 +33,7 @@ use crate::service::DistributedLock;
 /// ```
 #[derive(Clone)]
 pub struct DistributedLockLayer {
-    config: Arc<Config>,
+    pub(crate) config: Arc<Config>,
 }
 
 impl DistributedLockLayer {
@@ -54,6 +55,7 @@ impl DistributedLockLayer {
         LockLayerBuilder {
             client,
             key: None,
+            canonical: Vec::new(),
             routes: Vec::new(),
             methods: Vec::new(),
             lease: None,
@@ -87,6 +89,7 @@ impl fmt::Debug for DistributedLockLayer {
 pub struct LockLayerBuilder {
     client: LockClient,
     key: Option<Key>,
+    canonical: Vec<(String, Canonical)>,
     routes: Vec<String>,
     methods: Vec<Method>,
     lease: Option<Duration>,
@@ -104,21 +107,57 @@ enum Key {
 
 impl LockLayerBuilder {
     /// The lock name as a key template, in the grammar of `#[distributed_lock]`:
-    /// - `<id>`: the path parameter `id` of the matched [route](Self::route), else the query
-    ///   parameter `id`;
-    /// - `<path.id>`, `<query.id>`, `<header.x-tenant>`: only that source (gRPC metadata are
-    ///   headers);
+    /// - `<id>` (or `<path.id>`): the path parameter `id` of the matched route, and nothing
+    ///   else — never the query string, so that a client cannot choose its lock;
+    /// - `<query.id>`, `<header.x-tenant>`: only that source (gRPC metadata are headers);
     /// - `<<` is a literal `<`; values are percent-encoded, so distinct requests never share
     ///   a name.
     ///
-    /// A missing, empty or undecodable value answers `400` / `INVALID_ARGUMENT` naming the
-    /// parameter, without a lock attempt. Replaces an earlier [`key_fn`](Self::key_fn).
+    /// A missing, empty, repeated or undecodable value answers `400` / `INVALID_ARGUMENT`
+    /// naming the parameter, without a lock attempt. Replaces an earlier
+    /// [`key_fn`](Self::key_fn).
     ///
     /// Path parameters come from the layer's own [`route`](Self::route) templates or, with
-    /// the `axum` feature, from the route axum matched; without either, `<id>` can only come
-    /// from the query string (see [routes and path parameters](crate#routes-and-path-parameters)).
+    /// the `axum` feature (on by default), from the route axum matched; see [routes and path
+    /// parameters](crate#routes-and-path-parameters).
     pub fn key(mut self, template: impl Into<String>) -> Self {
         self.key = Some(Key::Template(template.into()));
+        self
+    }
+
+    /// Parses the value of placeholder `placeholder` as a `T` and puts `T`'s `Display` into
+    /// the name, so that every text the handler reads as the same value takes the same
+    /// lock: with `parse_as::<u64>("id")`, `/items/7`, `/items/07` and `/items/+7` all lock
+    /// `item_7`, as `Path<u64>` reads them all as 7. A value that does not parse is answered
+    /// `400` without a lock attempt. Use it whenever the handler parses the parameter into
+    /// a type whose text has more than one spelling (integers, UUIDs, case-insensitive
+    /// codes).
+    ///
+    /// ```no_run
+    /// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
+    /// let layer = lock_tower::DistributedLockLayer::builder(client)
+    ///     .key("item_<id>")
+    ///     .parse_as::<u64>("id")
+    ///     .build()?;
+    /// # let _ = layer; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`build`](Self::build) fails with [`BuildError::UnknownPlaceholder`] when the key
+    /// template has no such placeholder (or the key is a function).
+    pub fn parse_as<T>(mut self, placeholder: impl Into<String>) -> Self
+    where
+        T: FromStr + fmt::Display + 'static,
+    {
+        let type_name = std::any::type_name::<T>();
+        let short = type_name.rsplit("::").next().unwrap_or(type_name);
+        let invalid = format!("is not a valid {short}");
+        let canonical: Canonical = Arc::new(move |text: &str| {
+            text.parse::<T>()
+                .map(|value| value.to_string())
+                .map_err(|_| invalid.clone())
+        });
+        self.canonical.push((placeholder.into(), canonical));
         self
     }
 
@@ -156,7 +195,8 @@ impl LockLayerBuilder {
     ///
     /// # Default
     /// No route: every request is locked, and `<id>` reads the path parameters of the route
-    /// axum matched (with the `axum` feature), else the query string only.
+    /// axum matched (with the `axum` feature); without that feature, a template with a path
+    /// placeholder needs routes.
     pub fn route(mut self, template: impl Into<String>) -> Self {
         self.routes.push(template.into());
         self
@@ -237,17 +277,27 @@ impl LockLayerBuilder {
     /// Checks the settings and builds the layer.
     ///
     /// # Errors
-    /// [`BuildError`] for a missing or invalid key template, a bad route, a `<path.x>`
-    /// placeholder a route lacks, or a lease below the minimum.
+    /// [`BuildError`] for a missing or invalid key template, a bad route, a path
+    /// placeholder (`<id>`, `<path.id>`) a route lacks or that nothing could fill, a
+    /// [`parse_as`](Self::parse_as) without its placeholder, or a lease below the minimum.
     pub fn build(self) -> Result<DistributedLockLayer, BuildError> {
         let (key, default_family) = match self.key.ok_or(BuildError::NoKey)? {
-            Key::Template(text) => (KeySpec::template(&text)?, Cow::Owned(text)),
-            Key::Fn(f) => (KeySpec::Fn(f), Cow::Borrowed("lock-tower")),
+            Key::Template(text) => (KeySpec::template(&text, self.canonical)?, Cow::Owned(text)),
+            Key::Fn(f) => match self.canonical.into_iter().next() {
+                Some((placeholder, _)) => {
+                    return Err(BuildError::UnknownPlaceholder {
+                        template: "(a key function)".to_owned(),
+                        placeholder,
+                    })
+                }
+                None => (KeySpec::Fn(f), Cow::Borrowed("lock-tower")),
+            },
         };
         if let Some(lease) = self.lease.filter(|l| *l < LockClientBuilder::MIN_LEASE) {
             return Err(BuildError::Lease { lease });
         }
         let routes = if self.routes.is_empty() {
+            check_path_source(&key, &default_family)?;
             None
         } else {
             Some(Routes::new(&self.routes, &key)?)
@@ -257,8 +307,6 @@ impl LockLayerBuilder {
                 client: self.client,
                 key,
                 routes,
-                #[cfg(feature = "axum")]
-                axum_routes: Default::default(),
                 methods: self.methods,
                 lease: self.lease,
                 wait: self.wait,
@@ -269,6 +317,25 @@ impl LockLayerBuilder {
             }),
         })
     }
+}
+
+/// Without routes and without the `axum` feature no path parameter is ever known: a path
+/// placeholder is refused here rather than with a 400 on every request.
+#[cfg(not(feature = "axum"))]
+fn check_path_source(key: &KeySpec, template: &str) -> Result<(), BuildError> {
+    match key.path_params().next() {
+        Some((placeholder, _)) => Err(BuildError::NoPathParams {
+            template: template.to_owned(),
+            placeholder: placeholder.to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// With the `axum` feature the route axum matched gives the path parameters.
+#[cfg(feature = "axum")]
+fn check_path_source(_: &KeySpec, _: &str) -> Result<(), BuildError> {
+    Ok(())
 }
 
 impl fmt::Debug for LockLayerBuilder {

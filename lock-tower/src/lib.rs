@@ -21,11 +21,10 @@
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = lock_core::LockClient::new("redis://127.0.0.1:6379")?;
+//! // `<id>` is the `{id}` of the route axum matched (the `axum` feature, on by default).
 //! let lock = DistributedLockLayer::builder(client)
-//!     // The route's template, so that `<id>` is its `{id}` (not needed with the `axum`
-//!     // feature, see "Routes and path parameters").
-//!     .route("/items/{id}/buy")
 //!     .key("item_<id>")
+//!     .parse_as::<u64>("id") // `07` and `7` are one item, as `Path<u64>` reads them
 //!     .wait(Duration::from_secs(2))
 //!     .build()?;
 //! let app: Router = Router::new()
@@ -64,10 +63,18 @@
 //!
 //! | placeholder | value |
 //! | --- | --- |
-//! | `<id>` | the path parameter `id` of the matched route (below), else the query parameter `id` |
-//! | `<path.id>` | the path parameter `id` (checked against the layer's routes when it is built) |
+//! | `<id>`, `<path.id>` | the path parameter `id` of the matched route (below), and nothing else |
 //! | `<query.id>` | the query parameter `id` (`+` and `%XX` decoded) |
 //! | `<header.x-tenant>` | the header or gRPC metadata `x-tenant` |
+//!
+//! A request never chooses which placeholder source fills the name: `<id>` is never read from
+//! the query string or a header (a fallback would let `POST /items/7/buy?id=8` lock
+//! `item_8` and run beside the holder of item 7). A repeated query parameter, header or
+//! path parameter (`?id=7&id=8`) is refused with `400`, since the handler could read
+//! either one; percent-encoded names and values are decoded first (`?i%64=8` is `id`,
+//! `/items/%37` is item 7), as axum decodes them. When the handler parses a value whose
+//! text has several spellings (`/items/07` and `/items/7` are both `Path<u64>` 7), give
+//! the layer [`parse_as`](LockLayerBuilder::parse_as) so that one value is one lock.
 //!
 //! Values are percent-encoded into the name, so two different requests never share a lock
 //! by accident (`a:b` + `c` and `a` + `b:c` give different names). For anything else in the
@@ -77,32 +84,28 @@
 //!
 //! # Routes and path parameters
 //!
-//! Path parameters come from a route template in axum's syntax (`/items/{id}/buy`, matched
-//! with `matchit` as axum matches them):
+//! Path placeholders (`<id>`, `<path.id>`) are filled from:
 //!
-//! - The layer's own [routes](LockLayerBuilder::route). They also select the locked
-//!   requests (the others pass through), work the same for axum, tonic and plain tower, and
-//!   let the builder check `<path.x>` placeholders before the server starts.
-//! - Without routes of its own, with the **`axum` feature**: the route axum matched. axum
-//!   puts it into the request extensions (`axum::extract::MatchedPath`) before the
-//!   layers that run after routing, `Router::route_layer` and `Router::layer`, so the
-//!   template need not be repeated:
-//!   `.route("/items/{id}/buy", post(buy)).route_layer(DistributedLockLayer::new(client, "item_<id>")?)`.
-//!   Each template is compiled once per layer and kept. (axum's parsed parameters are
-//!   private to it; the feature turns on axum's `matched-path` and `original-uri` features,
-//!   which are among its defaults.)
+//! - The layer's own [routes](LockLayerBuilder::route), in axum's syntax
+//!   (`/items/{id}/buy`, matched with `matchit` as axum matches them). They also select
+//!   the locked requests (the others pass through), work the same for axum, tonic and plain
+//!   tower, and let the builder check every path placeholder before the server starts.
+//!   Routes are matched against the path the layer sees: inside `Router::nest("/api", …)`,
+//!   without the `/api` prefix.
+//! - Without routes of its own, with the **`axum` feature** (on by default): the
+//!   parameters axum parsed for the route it matched (`axum::extract::RawPathParams`, as a
+//!   handler extracts them), in `Router::route_layer` and `Router::layer`. Under
+//!   `Router::nest("/shops/{shop}", …)` the prefix's parameters are included (`<shop>`).
+//!   So `.route("/items/{id}/buy", post(buy)).route_layer(DistributedLockLayer::new(client, "item_<id>")?)`
+//!   needs no second copy of the route.
 //!
-//! Otherwise there are no path parameters: `<id>` is looked up in the query string only,
-//! and a request without it is answered `400` saying so (``key parameter `id` is missing (no
-//! route matched the request path, so it was looked up in the query string only)``).
-//!
-//! `Router::nest("/api", inner)` strips `/api` from the URI before `inner`'s routes and
-//! layers run. The layer's own routes are matched against the path the layer sees: for a
-//! layer inside `inner`, write them without the prefix (`/items/{id}/buy`); for one on the
-//! outer router, with it. With the `axum` feature and no routes of its own, there is
-//! nothing to adjust: axum's matched route keeps the prefix and is matched against the
-//! original URI, so parameters of the prefix (`nest("/shops/{shop}", …)` → `<shop>`) are
-//! available too.
+//! A path placeholder that nothing can fill is the layer's misconfiguration, never the
+//! client's: without routes and without the `axum` feature the builder refuses it
+//! ([`BuildError::NoPathParams`]); with the feature, a request whose matched route lacks
+//! the parameter, or that no axum route matched before the layer (a layer outside the
+//! `Router`, or axum's fallback), is answered a generic `400` / `INVALID_ARGUMENT` ("no lock
+//! key can be made for this request"), and an `error` event names the template, the route
+//! and the placeholder. Prefer `route_layer`, which leaves the fallback alone.
 //!
 //! # Locking on a field of the body
 //!
@@ -190,7 +193,7 @@
 //! | situation | HTTP | gRPC |
 //! | --- | --- | --- |
 //! | lock busy for the whole [wait](LockLayerBuilder::wait) (default 3 s) | `409 Conflict` + `Retry-After` | `ABORTED` |
-//! | key parameter missing, empty or invalid (no lock attempted) | `400 Bad Request` | `INVALID_ARGUMENT` |
+//! | key parameter missing, empty, repeated or invalid (no lock attempted) | `400 Bad Request` | `INVALID_ARGUMENT` |
 //! | Redis unavailable ([fail closed](OutagePolicy::FailClosed), the default) | `503 Service Unavailable` | `UNAVAILABLE` |
 //! | lock lost mid-request ([`OnLost::Abort`], the default) | `503 Service Unavailable` | `ABORTED` |
 //!
@@ -263,9 +266,9 @@
 //! beside at least two Redis round trips (acquire, release) and the client's own buffers.
 //! The lost watch allocates nothing (a timer and a wait on the hold's cancellation token).
 //! Requests that match no route pass through without allocating; a request whose key is
-//! invalid allocates only its answer. With the `axum` feature, finding the matched route's
-//! compiled template takes a read lock on a small map (a write lock the first time a
-//! template is seen).
+//! invalid allocates only its answer. With the `axum` feature and no routes of its own, the
+//! matched route's parameters are copied out of axum's (one `Vec`, the names and values
+//! reference-counted).
 //!
 #![deny(missing_docs)]
 #![deny(unsafe_code)]

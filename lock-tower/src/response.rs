@@ -24,11 +24,13 @@ pub enum RejectionKind {
     /// `409 Conflict` with `Retry-After` (whole seconds, from the holder's remaining lease,
     /// at least 1); gRPC `ABORTED`.
     Busy,
-    /// A key parameter is missing, empty or invalid (or the rendered name is too long); no
-    /// lock was attempted.
+    /// A key parameter is missing, empty, repeated or invalid (or the rendered name is too
+    /// long); no lock was attempted. Also a path placeholder that the matched route does not
+    /// define ([`KeyError::is_misconfiguration`]), logged at `error`.
     ///
     /// # Default
-    /// `400 Bad Request`; gRPC `INVALID_ARGUMENT`. The message names the parameter.
+    /// `400 Bad Request`; gRPC `INVALID_ARGUMENT`. The message names the parameter, or is
+    /// generic for a misconfiguration.
     InvalidKey,
     /// Redis could not be reached or did not answer in time, and the layer fails closed.
     ///
@@ -68,10 +70,16 @@ const GRPC_UNAVAILABLE: u8 = 14;
 
 impl Rejection {
     pub(crate) fn from_key_error(error: KeyError, grpc: bool) -> Self {
+        // The layer's fault: the details are in the error log, not for the client.
+        let message = if error.is_misconfiguration() {
+            "no lock key can be made for this request".to_owned()
+        } else {
+            error.to_string()
+        };
         Self {
             kind: RejectionKind::InvalidKey,
             grpc,
-            message: error.to_string(),
+            message,
             retry_after: None,
             key_error: Some(error),
             lock_error: None,

@@ -1,5 +1,6 @@
 //! Route templates in axum's syntax, matched with `matchit` as axum matches them: which
-//! requests a layer locks, and their path parameters.
+//! requests a layer locks, and their path parameters; or, with the `axum` feature, the
+//! parameters axum parsed for the route it matched.
 
 use std::borrow::Cow;
 
@@ -17,16 +18,18 @@ pub(crate) struct Routes {
 }
 
 impl Routes {
-    /// Compiles `templates`; each must define the path parameters of the key's `<path.…>`
-    /// placeholders.
+    /// Compiles `templates`; each must define the parameters of the key's path placeholders
+    /// (`<id>`, `<path.id>`).
     pub(crate) fn new(templates: &[String], key: &KeySpec) -> Result<Self, BuildError> {
         let mut router = matchit::Router::new();
         for route in templates {
             let params = route_params(route);
-            if let Some(param) = key.required_path_params().find(|p| !params.contains(p)) {
+            if let Some((placeholder, param)) = key.path_params().find(|(_, p)| !params.contains(p))
+            {
                 return Err(BuildError::MissingPathParam {
                     route: route.clone(),
                     param: param.to_owned(),
+                    placeholder: placeholder.to_owned(),
                 });
             }
             router
@@ -55,66 +58,55 @@ impl Routes {
 }
 
 #[cfg(feature = "axum")]
-pub(crate) use matched::AxumRoutes;
+pub(crate) mod axum_route {
+    //! The route axum matched, for layers without routes of their own.
 
-#[cfg(feature = "axum")]
-mod matched {
-    use std::collections::HashMap;
-    use std::sync::{Arc, PoisonError, RwLock};
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
 
-    use axum::extract::{MatchedPath, OriginalUri};
+    use axum::extract::rejection::RawPathParamsRejection;
+    use axum::extract::{FromRequestParts, MatchedPath, RawPathParams};
+    use http::request::Parts;
 
-    use super::Routes;
-
-    /// The routes axum matched (its `MatchedPath` extension), compiled once per template,
-    /// for layers without routes of their own.
-    #[derive(Default)]
-    pub(crate) struct AxumRoutes {
-        compiled: RwLock<HashMap<Box<str>, Arc<Routes>>>,
+    /// What axum says of the request's route.
+    pub(crate) enum Matched {
+        /// axum matched no route before this layer: the layer runs outside axum's `Router`
+        /// (or on its fallback), so there are no path parameters.
+        None,
+        /// The matched route's parameters, percent-decoded (a nested router's include the
+        /// prefix's).
+        Params(RawPathParams),
+        /// A parameter is not UTF-8 once percent-decoded.
+        InvalidUtf8,
     }
 
-    impl AxumRoutes {
-        /// At most this many templates are kept: an app's route table is bounded, but one
-        /// layer may serve many routers.
-        const CAPACITY: usize = 1024;
-
-        /// The route axum matched for `request`, and the path to match it against: the
-        /// `OriginalUri`'s, since `Router::nest` strips its prefix from the URI but not from
-        /// the matched route.
-        pub(crate) fn matched<'r, B>(
-            &self,
-            request: &'r http::Request<B>,
-        ) -> Option<(Arc<Routes>, &'r str)> {
-            let extensions = request.extensions();
-            let template = extensions.get::<MatchedPath>()?.as_str();
-            let uri = match extensions.get::<OriginalUri>() {
-                Some(original) => &original.0,
-                None => request.uri(),
-            };
-            Some((self.compiled(template)?, uri.path()))
+    /// axum's own parsed parameters (`RawPathParams`), as a handler would extract them.
+    pub(crate) fn matched(parts: &mut Parts) -> Matched {
+        // The fallback has parameters but no matched route: it is not a route of the app.
+        if parts.extensions.get::<MatchedPath>().is_none() {
+            return Matched::None;
         }
-
-        fn compiled(&self, template: &str) -> Option<Arc<Routes>> {
-            let cached = self.compiled.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some(routes) = cached.get(template) {
-                return Some(Arc::clone(routes));
+        // The extractor only reads the request's extensions: it is ready at the first poll.
+        let mut extract = pin!(RawPathParams::from_request_parts(parts, &()));
+        match extract
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Ready(Ok(params)) => Matched::Params(params),
+            Poll::Ready(Err(RawPathParamsRejection::InvalidUtf8InPathParam(_))) => {
+                Matched::InvalidUtf8
             }
-            drop(cached);
-            let mut router = matchit::Router::new();
-            if let Err(error) = router.insert(template, ()) {
-                tracing::debug!(template, %error, "axum's matched route does not compile");
-                return None;
-            }
-            let routes = Arc::new(Routes { router });
-            let mut compiled = self
-                .compiled
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
-            if compiled.len() < Self::CAPACITY {
-                compiled.insert(template.into(), Arc::clone(&routes));
-            }
-            Some(routes)
+            Poll::Ready(Err(_)) | Poll::Pending => Matched::None,
         }
+    }
+
+    /// The route axum matched, for logs.
+    pub(crate) fn template(parts: &Parts) -> Option<&str> {
+        parts
+            .extensions
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str)
     }
 }
 
@@ -150,7 +142,7 @@ mod tests {
 
     #[test]
     fn matched_parameters_are_decoded() {
-        let key = KeySpec::template("item_<id>").unwrap();
+        let key = KeySpec::template("item_<id>", Vec::new()).unwrap();
         let routes = Routes::new(&["/items/{id}/buy".to_owned()], &key).unwrap();
         let params = routes.at("/items/a%20b/buy").unwrap().unwrap();
         assert_eq!(params, [("id", Cow::Borrowed("a b"))]);

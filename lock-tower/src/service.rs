@@ -69,22 +69,25 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        match self.config.plan(&request) {
-            Plan::Skip => ResponseFuture::unlocked(self.inner.call(request)),
+        let grpc = is_grpc(&request);
+        let (mut parts, body) = request.into_parts();
+        let lock = match self.config.plan(&mut parts) {
+            Plan::Lock(name) => self.config.request(name, &parts),
+            Plan::Skip => {
+                let request = Request::from_parts(parts, body);
+                return ResponseFuture::unlocked(self.inner.call(request));
+            }
             Plan::Invalid(error) => {
-                let rejection = Rejection::from_key_error(error, is_grpc(&request));
-                ResponseFuture::rejected(rejection, Arc::clone(&self.config))
+                let rejection = Rejection::from_key_error(error, grpc);
+                return ResponseFuture::rejected(rejection, Arc::clone(&self.config));
             }
-            Plan::Lock(name) => {
-                // The service that was driven to readiness goes with the request; `self`
-                // keeps a clone, which will be polled ready before its own call.
-                let clone = self.inner.clone();
-                let inner = mem::replace(&mut self.inner, clone);
-                let grpc = is_grpc(&request);
-                let lock = self.config.request(name, &request);
-                ResponseFuture::locked(lock, inner, request, Arc::clone(&self.config), grpc)
-            }
-        }
+        };
+        // The service that was driven to readiness goes with the request; `self` keeps a
+        // clone, which will be polled ready before its own call.
+        let clone = self.inner.clone();
+        let inner = mem::replace(&mut self.inner, clone);
+        let request = Request::from_parts(parts, body);
+        ResponseFuture::locked(lock, inner, request, Arc::clone(&self.config), grpc)
     }
 }
 
@@ -99,6 +102,7 @@ mod tests {
     use tower_layer::Layer;
 
     use super::*;
+    use crate::config::Plan;
 
     /// A client whose Redis is never contacted: these requests are decided before any lock.
     fn offline_client() -> lock_core::LockClient {
@@ -134,7 +138,7 @@ mod tests {
     #[tokio::test]
     async fn other_methods_pass_through_unlocked() {
         let layer = DistributedLockLayer::builder(offline_client())
-            .key("item_<id>")
+            .key("item_<query.id>")
             .method(http::Method::POST)
             .build()
             .unwrap();
@@ -193,6 +197,15 @@ mod tests {
             "key placeholder `<path.id>`: route \"/items/{sku}\" has no `{id}` parameter"
         );
         let err = DistributedLockLayer::builder(offline_client())
+            .route("/items/{sku}")
+            .key("item_<id>")
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "key placeholder `<id>`: route \"/items/{sku}\" has no `{id}` parameter"
+        );
+        let err = DistributedLockLayer::builder(offline_client())
             .build()
             .unwrap_err();
         assert!(matches!(err, crate::BuildError::NoKey));
@@ -211,10 +224,102 @@ mod tests {
         assert!(matches!(err, crate::BuildError::Route { .. }), "{err}");
     }
 
+    fn plan(layer: &DistributedLockLayer, uri: &str) -> Plan {
+        let (mut parts, ()) = Request::post(uri).body(()).unwrap().into_parts();
+        layer.config.plan(&mut parts)
+    }
+
+    fn locked_name(plan: Plan) -> String {
+        match plan {
+            Plan::Lock(name) => String::from_utf8(name.as_bytes().to_vec()).unwrap(),
+            Plan::Skip => panic!("passed through unlocked"),
+            Plan::Invalid(error) => panic!("refused: {error}"),
+        }
+    }
+
+    /// The lock bypass: while item 7 is held, no spelling of a request for item 7 may lock
+    /// another name (`?id=8` used to fill `<id>` when no route was known).
+    #[tokio::test]
+    async fn a_request_cannot_steer_a_path_placeholder() {
+        let layer = DistributedLockLayer::builder(offline_client())
+            .route("/items/{id}/buy")
+            .key("item_<id>")
+            .build()
+            .unwrap();
+        for uri in [
+            "/items/7/buy",
+            "/items/7/buy?id=8",
+            "/items/7/buy?i%64=8",
+            "/items/7/buy?id=8&id=9",
+            "/items/%37/buy",
+        ] {
+            assert_eq!(locked_name(plan(&layer, uri)), "item_7", "{uri}");
+        }
+        // Spellings the route does not match are not routed to the handler either.
+        for uri in ["/items/7/buy/", "/ITEMS/7/buy", "//items/7/buy"] {
+            assert!(matches!(plan(&layer, uri), Plan::Skip), "{uri}");
+        }
+    }
+
+    /// Without routes a bare placeholder is never filled from the query string: with the
+    /// `axum` feature a request that no axum route matched is refused (generic 400, error
+    /// log); without it the layer cannot be built.
+    #[tokio::test]
+    async fn a_bare_placeholder_without_routes_never_reads_the_query() {
+        let built = DistributedLockLayer::builder(offline_client())
+            .key("item_<id>")
+            .build();
+        #[cfg(feature = "axum")]
+        match plan(&built.unwrap(), "/items/7/buy?id=8") {
+            Plan::Invalid(error) => assert!(error.is_misconfiguration(), "{error}"),
+            _ => panic!("a request outside axum's router must not be locked by its query"),
+        }
+        #[cfg(not(feature = "axum"))]
+        assert!(
+            matches!(built, Err(crate::BuildError::NoPathParams { .. })),
+            "{built:?}"
+        );
+        // `<query.id>` is for those who mean it.
+        let layer = DistributedLockLayer::builder(offline_client())
+            .key("item_<query.id>")
+            .build()
+            .unwrap();
+        assert_eq!(locked_name(plan(&layer, "/x?id=8")), "item_8");
+        assert!(matches!(plan(&layer, "/x?id=8&id=7"), Plan::Invalid(_)));
+    }
+
+    #[tokio::test]
+    async fn parse_as_locks_one_name_per_value() {
+        let layer = DistributedLockLayer::builder(offline_client())
+            .route("/items/{id}/buy")
+            .key("item_<id>")
+            .parse_as::<u64>("id")
+            .build()
+            .unwrap();
+        for uri in ["/items/7/buy", "/items/07/buy", "/items/+7/buy"] {
+            assert_eq!(locked_name(plan(&layer, uri)), "item_7", "{uri}");
+        }
+        match plan(&layer, "/items/x7/buy") {
+            Plan::Invalid(error) => {
+                assert_eq!(error.to_string(), "key parameter `id` is not a valid u64")
+            }
+            _ => panic!("an unparsable id must be refused"),
+        }
+        let err = DistributedLockLayer::builder(offline_client())
+            .key("item_<id>")
+            .parse_as::<u64>("sku")
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "parse_as(\"sku\"): key template \"item_<id>\" has no `<sku>` placeholder"
+        );
+    }
+
     #[tokio::test]
     async fn custom_rejections_replace_the_defaults() {
         let layer = DistributedLockLayer::builder(offline_client())
-            .key("item_<id>")
+            .key("item_<query.id>")
             .on_rejection(|rejection| {
                 let mut response = rejection.default_response();
                 *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
@@ -231,7 +336,7 @@ mod tests {
         assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(
             text(response.into_body()).await,
-            r#"{"error":"key parameter `id` is missing (no route matched the request path, so it was looked up in the query string only)"}"#
+            r#"{"error":"key parameter `query.id` is missing"}"#
         );
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -246,7 +247,7 @@ async fn busy_lock_answers_409_with_retry_after_from_the_holders_ttl() {
 async fn missing_key_parameter_answers_400_without_locking() {
     let server = RedisServer::start();
     let mut redis = server.conn().await;
-    let layer = DistributedLockLayer::new(locks::client(&server.url()), "sku_<sku>").unwrap();
+    let layer = DistributedLockLayer::new(locks::client(&server.url()), "sku_<query.sku>").unwrap();
     let addr = serve(
         Router::new()
             .route("/buy", post(ok_handler))
@@ -256,7 +257,7 @@ async fn missing_key_parameter_answers_400_without_locking() {
     for path in ["/buy", "/buy?sku=", "/buy?sku=%FF"] {
         let reply = send(addr, "POST", path).await;
         assert_eq!(reply.status, 400, "{path}: {reply:?}");
-        assert!(reply.body.contains("`sku`"), "{path}: {reply:?}");
+        assert!(reply.body.contains("`query.sku`"), "{path}: {reply:?}");
     }
     let keys: Vec<String> = redis.keys("*").await.unwrap();
     assert!(keys.is_empty(), "no lock may be attempted: {keys:?}");
@@ -475,6 +476,148 @@ async fn route_layer_without_routes_reads_axums_matched_route() {
     // The name is really locked: a holder of `item_8` makes the request busy.
     let _guard = holder.lock("item_8").await.unwrap();
     assert_eq!(send(addr, "POST", "/items/8/buy").await.status, 409);
+}
+
+/// Counts the handlers running for item 7 and the most that ever ran at once.
+#[derive(Clone, Default)]
+struct InFlight {
+    now: Arc<AtomicUsize>,
+    most: Arc<AtomicUsize>,
+    entered: Arc<AtomicUsize>,
+}
+
+impl InFlight {
+    /// A handler for `/…/items/{id}/buy` that does 5 ms of work on item 7 while counted.
+    fn handler(&self) -> axum::routing::MethodRouter {
+        let this = self.clone();
+        post(
+            move |Path(params): Path<HashMap<String, String>>| async move {
+                if params["id"].parse::<u64>() == Ok(7) {
+                    this.entered.fetch_add(1, Ordering::SeqCst);
+                    let now = this.now.fetch_add(1, Ordering::SeqCst) + 1;
+                    this.most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    this.now.fetch_sub(1, Ordering::SeqCst);
+                }
+                "ok"
+            },
+        )
+    }
+}
+
+/// Ways a request for item 7 could try to steer the layer onto another lock name.
+const STEERING: [&str; 7] = [
+    "/items/7/buy?id=8",
+    "/items/7/buy?i%64=8",
+    "/items/7/buy?id=8&id=9",
+    "/items/%37/buy",
+    "/items/07/buy",
+    "/items/+7/buy",
+    "/items/7/buy?ID=8",
+];
+
+/// The lock bypass: with the default features and `.route_layer(…)` without routes, `<id>`
+/// used to fall back to the query string, so `POST /items/7/buy?id=8` locked `item_8` and
+/// ran beside the holder of item 7. Now no spelling of item 7 runs while it is held (a
+/// holder outside the app, each layer setup: axum's route, the layer's own route, a nested
+/// router), and concurrent requests for item 7 never overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_request_steers_past_the_item_lock() {
+    let server = RedisServer::start();
+    let client = locks::client(&server.url());
+    let layer = |route: Option<&str>, wait: Duration| {
+        let builder = DistributedLockLayer::builder(client.clone());
+        let builder = match route {
+            Some(route) => builder.route(route),
+            None => builder,
+        };
+        builder
+            .key("item_<id>")
+            .parse_as::<u64>("id")
+            .wait(wait)
+            .build()
+            .unwrap()
+    };
+    let flight = InFlight::default();
+    let app = |wait: Duration| {
+        let nested = Router::new()
+            .route("/items/{id}/buy", flight.handler())
+            .route_layer(layer(None, wait));
+        Router::new()
+            .route("/items/{id}/buy", flight.handler())
+            .route_layer(layer(None, wait))
+            .route(
+                "/own/items/{id}/buy",
+                flight
+                    .handler()
+                    .route_layer(layer(Some("/own/items/{id}/buy"), wait)),
+            )
+            .nest("/shops/{shop}", nested)
+    };
+    let busy = serve(app(Duration::from_millis(100))).await;
+    let holder = locks::client(&server.url());
+    let guard = holder.lock("item_7").await.unwrap();
+    for prefix in ["", "/own", "/shops/1"] {
+        for trick in STEERING {
+            let path = format!("{prefix}{trick}");
+            let reply = send(busy, "POST", &path).await;
+            assert_eq!(
+                reply.status, 409,
+                "{path} must meet item 7's lock: {reply:?}"
+            );
+        }
+        for unrouted in ["/items/7/buy/", "/ITEMS/7/buy"] {
+            let path = format!("{prefix}{unrouted}");
+            assert_eq!(send(busy, "POST", &path).await.status, 404, "{path}");
+        }
+    }
+    assert_eq!(
+        flight.entered.load(Ordering::SeqCst),
+        0,
+        "no handler ran for item 7"
+    );
+    assert_eq!(send(busy, "POST", "/items/8/buy?id=7").await.status, 200);
+    guard.release().await.unwrap();
+
+    let patient = serve(app(GENEROUS)).await;
+    let requests: Vec<_> = (0..60)
+        .map(|i| {
+            let path = format!("{}{}", ["", "/own", "/shops/1"][i % 3], STEERING[i % 7]);
+            tokio::spawn(async move { (send(patient, "POST", &path).await.status, path) })
+        })
+        .collect();
+    for request in requests {
+        let (status, path) = request.await.unwrap();
+        assert_eq!(status, 200, "{path}");
+    }
+    assert_eq!(flight.entered.load(Ordering::SeqCst), 60);
+    assert_eq!(
+        flight.most.load(Ordering::SeqCst),
+        1,
+        "two handlers ran on item 7 at once"
+    );
+}
+
+/// A layer whose template names a path parameter the route does not have cannot fill it
+/// from anywhere else: a generic 400 (no lock attempted, no detail for the client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placeholder_the_route_lacks_is_a_generic_400() {
+    let server = RedisServer::start();
+    let mut redis = server.conn().await;
+    let layer = DistributedLockLayer::new(locks::client(&server.url()), "item_<id>").unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/items/{sku}/buy", post(ok_handler))
+            .route_layer(layer),
+    )
+    .await;
+    let reply = send(addr, "POST", "/items/7/buy?id=7").await;
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (400, "no lock key can be made for this request\n")
+    );
+    let keys: Vec<String> = redis.keys("*").await.unwrap();
+    assert!(keys.is_empty(), "no lock may be attempted: {keys:?}");
 }
 
 /// A key function through a real router: its name (from a header and the route's path
