@@ -3,7 +3,7 @@
 # the system package manager when it is missing (redis-server and redis-cli for the private
 # servers and clusters the tests start on free loopback ports — they never use a Redis that
 # is already running — and openssl for the TLS test's certificates), then runs every test of
-# the workspace.
+# the workspace but the 30 s soak (see the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,4 +32,14 @@ fi
 # lock-tower without its default `axum` feature: path placeholders then need the layer's own
 # routes (the workspace build below always has the feature, through the tests crate).
 cargo test -p lock-tower --no-default-features --lib
-cargo test --workspace "$@"
+
+# cargo-nextest, where installed, runs the test binaries side by side (the fault and cluster
+# suites mostly wait on leases and failovers); plain `cargo test` runs them one after another.
+# Either way every test of the workspace runs; nextest has no doc tests, so they run after.
+# The 30 s soak is `#[ignore]`d: `cargo test -p distlock-tests --test faults -- --ignored`.
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast "$@"
+  cargo test --workspace --doc
+else
+  cargo test --workspace "$@"
+fi

@@ -43,17 +43,31 @@ async fn fields(order: Order) -> Result<Order, AppError> {
 }
 
 #[distributed_lock(key = "shop_<shop>/item_<item>")]
-async fn patterns(Path((shop, item)): Path<(u32, u32)>, (a, _b): (String, u8)) -> Result<String, LockError> {
+async fn patterns(
+    Path((shop, item)): Path<(u32, u32)>,
+    (a, _b): (String, u8),
+) -> Result<String, LockError> {
     Ok(format!("{shop} {item} {a}"))
 }
 
 /// Struct patterns bind their fields, shorthand or renamed.
 #[distributed_lock(key = "order_<id>:<first>")]
-async fn struct_pattern(Order { id, lines: (first, _), .. }: Order) -> Result<u64, LockError> {
+async fn struct_pattern(
+    Order {
+        id,
+        lines: (first, _),
+        ..
+    }: Order,
+) -> Result<u64, LockError> {
     Ok(id + u64::from(first))
 }
 
-#[distributed_lock(key = "<<raw>_<name>", wait = "0s", lease = "1m30s", on_lost = "continue")]
+#[distributed_lock(
+    key = "<<raw>_<name>",
+    wait = "0s",
+    lease = "1m30s",
+    on_lost = "continue"
+)]
 async fn generic<T, U: Display + Send>(name: T, extra: impl Display, u: U) -> MyResult<String>
 where
     T: Display + Send + Sync,
@@ -83,13 +97,21 @@ async fn alias(r#type: u8) -> MyResult<u8> {
     Ok(r#type)
 }
 
-fn main() {
-    let _ = simple(1);
-    let _ = fields(Order { id: 1, lines: (2, "x".into()) });
-    let _ = patterns(Path((1, 2)), ("a".into(), 3));
-    let _ = struct_pattern(Order { id: 1, lines: (2, "x".into()) });
-    let _ = generic::<u8, u8>(1, "x", 2);
-    let _ = borrowed("x", 1);
-    let _ = owned("x".into());
-    let _ = alias(1);
+/// Expands and type-checks (the futures are made, never run).
+#[test]
+fn expands() {
+    drop(simple(1));
+    drop(fields(Order {
+        id: 1,
+        lines: (2, "x".into()),
+    }));
+    drop(patterns(Path((1, 2)), ("a".into(), 3)));
+    drop(struct_pattern(Order {
+        id: 1,
+        lines: (2, "x".into()),
+    }));
+    drop(generic::<u8, u8>(1, "x", 2));
+    drop(borrowed("x", 1));
+    drop(owned("x".into()));
+    drop(alias(1));
 }

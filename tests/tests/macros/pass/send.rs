@@ -26,8 +26,12 @@ async fn borrow(id: &str, app: &App) -> Result<u64, LockError> {
     Ok(*stock + id.len() as u64)
 }
 
-fn main() {
-    let app = App { stock: Arc::default() };
+/// Expands and type-checks (the futures are made, never run).
+#[test]
+fn expands() {
+    let app = App {
+        stock: Arc::default(),
+    };
     assert_send(borrow("x", &app));
     assert_static(buy(1, app.clone()));
     let _spawn = move || tokio::spawn(buy(2, app));

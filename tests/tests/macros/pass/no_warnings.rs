@@ -7,7 +7,9 @@ use lock_core::{distributed_lock, LockError};
 type Response<T> = Result<T, LockError>;
 
 #[distributed_lock(key = "one_<id>")]
-async fn one_line(id: u64) -> Response<u64> { Ok(id) }
+async fn one_line(id: u64) -> Response<u64> {
+    Ok(id)
+}
 
 #[distributed_lock(key = "inner_<id>")]
 async fn inner_attribute(id: u64) -> Result<u64, LockError> {
@@ -16,7 +18,9 @@ async fn inner_attribute(id: u64) -> Result<u64, LockError> {
     Ok(id)
 }
 
-fn main() {
+/// Expands and type-checks (the futures are made, never run).
+#[test]
+fn expands() {
     drop(one_line(1));
     drop(inner_attribute(1));
 }

@@ -34,7 +34,11 @@ impl Service {
 
     #[distributed_lock(key = "other_<id>")]
     async fn default_client(&self, id: u64) -> Result<Self, LockError> {
-        Ok(Self { tenant: id.to_string(), locks: self.locks.clone(), calls: self.calls })
+        Ok(Self {
+            tenant: id.to_string(),
+            locks: self.locks.clone(),
+            calls: self.calls,
+        })
     }
 }
 
@@ -56,4 +60,6 @@ impl Shop for Service {
     }
 }
 
-fn main() {}
+/// Expands and type-checks (the futures are made, never run).
+#[test]
+fn expands() {}

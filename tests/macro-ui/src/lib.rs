@@ -1,0 +1,1 @@
+//! Nothing: this package only holds the trybuild cases under `ui/` and `tests/ui.rs`.

@@ -1,0 +1,22 @@
+//! The lock engine against one real redis-server: exclusion, expiry, watchdog, loss, reentrancy,
+//! fencing, wake-up, cancellation, connections, limits, names, Redisson interop.
+//!
+//! One test target per area, so the heavy dependencies link a few times; each module is one
+//! concern.
+
+mod cancellation;
+mod connect;
+mod exclusion;
+mod expiry;
+mod fairness;
+mod fencing;
+mod interop;
+mod limits;
+mod lost;
+mod names;
+mod outage;
+mod reentrancy;
+mod replicas;
+mod scripts;
+mod wakeup;
+mod watchdog;

@@ -1,0 +1,7 @@
+//! lock-tower end to end: axum and tonic servers on loopback ports, real Redis.
+//!
+//! One test target per area, so the heavy dependencies link a few times; each module is one
+//! concern.
+
+mod tower_axum;
+mod tower_tonic;
