@@ -223,6 +223,13 @@ impl LockClient {
         self.lock(name).run(fut).await
     }
 
+    /// How long a request of this client waits for a busy lock unless it says otherwise
+    /// ([`LockClientBuilder::wait`]); `None` waits until the lock is free. The macro and
+    /// lock-tower's layer use it too, so one setting governs every wait.
+    pub fn default_wait(&self) -> Option<Duration> {
+        self.inner.config.wait
+    }
+
     /// The UUID that starts this client's Redis owner ids.
     pub fn id(&self) -> &str {
         &self.inner.id

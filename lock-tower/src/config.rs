@@ -11,6 +11,7 @@ use lock_core::{LockClient, LockName, LockRequest, OnLost};
 
 use crate::key::{KeyError, KeySpec};
 use crate::response::{into_response, Rejection, ResponseBody};
+use crate::retry::HoldTimes;
 use crate::route::Routes;
 
 /// What the layer does when Redis cannot be reached.
@@ -39,11 +40,14 @@ pub(crate) struct Config {
     pub(crate) routes: Option<Routes>,
     pub(crate) methods: Vec<Method>,
     pub(crate) lease: Option<Duration>,
-    pub(crate) wait: Duration,
+    /// `None`: the client's configured wait.
+    pub(crate) wait: Option<Duration>,
     pub(crate) outage: OutagePolicy,
     pub(crate) on_lost: OnLost,
     pub(crate) rejection: Option<RejectionFn>,
     pub(crate) family: Cow<'static, str>,
+    /// What this layer's requests held their locks for: the `Retry-After` estimate.
+    pub(crate) holds: HoldTimes,
 }
 
 /// What the layer does with one request.
@@ -128,11 +132,12 @@ impl Config {
     /// The lock request for `name` with this layer's lease, wait, on-lost and family
     /// settings; the request's `x-request-id`, if any, is recorded with the hold.
     pub(crate) fn request(&self, name: LockName, request: &Parts) -> LockRequest {
-        let mut lock = (self.client.lock(name).wait(self.wait))
-            .on_lost(self.on_lost)
-            .family(self.family.clone());
+        let mut lock = (self.client.lock(name).on_lost(self.on_lost)).family(self.family.clone());
         if let Some(id) = request_id(request) {
             lock = lock.request_id(id);
+        }
+        if let Some(wait) = self.wait {
+            lock = lock.wait(wait);
         }
         match self.lease {
             Some(lease) => lock.lease(lease),
@@ -140,9 +145,30 @@ impl Config {
         }
     }
 
-    /// The answer to a rejection.
+    /// The rejection for a lock error, with the `Retry-After` estimate when it is busy.
+    pub(crate) fn lock_rejection(&self, error: lock_core::LockError, grpc: bool) -> Rejection {
+        let retry_after = error.is_wait_timeout().then(|| {
+            let wait = self.wait.or(self.client.default_wait()).unwrap_or_default();
+            self.holds
+                .retry_after(&error, wait, std::time::SystemTime::now())
+        });
+        Rejection::from_lock_error(error, grpc, &self.family, retry_after)
+    }
+
+    /// The answer to a rejection. The client sees a generic message; the full error (the
+    /// holder of a busy lock, the Redis error) goes to the log.
     pub(crate) fn reject<B>(&self, rejection: &Rejection) -> Response<ResponseBody<B>> {
-        tracing::debug!(kind = ?rejection.kind(), %rejection, "request rejected by the lock layer");
+        match (rejection.lock_error(), rejection.key_error()) {
+            (Some(error), _) => {
+                tracing::debug!(kind = ?rejection.kind(), %error, "request rejected by the lock layer")
+            }
+            (None, Some(error)) => {
+                tracing::debug!(kind = ?rejection.kind(), %error, "request rejected by the lock layer")
+            }
+            (None, None) => {
+                tracing::debug!(kind = ?rejection.kind(), %rejection, "request rejected by the lock layer")
+            }
+        }
         into_response(match &self.rejection {
             Some(f) => f(rejection),
             None => rejection.default_response(),

@@ -5,6 +5,7 @@ use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
+use std::time::Instant;
 
 use http::{Request, Response};
 use lock_core::{
@@ -71,6 +72,8 @@ pin_project! {
             // `None` with `OnLost::Continue`: the loss is only logged.
             #[pin]
             lost: Option<Lost>,
+            // When the lock was taken: the hold time feeds `Retry-After`.
+            since: Instant,
             config: Arc<Config>,
             grpc: bool,
         },
@@ -184,6 +187,7 @@ where
                                 future: scope.enter(with_lock_info(info, call)),
                                 guard,
                                 lost,
+                                since: Instant::now(),
                                 config,
                                 grpc,
                             });
@@ -197,7 +201,7 @@ where
                             state.set(State::Unlocked { future });
                         }
                         Err(error) => {
-                            let rejection = Rejection::from_lock_error(error, grpc);
+                            let rejection = config.lock_rejection(error, grpc);
                             return Poll::Ready(Ok(config.reject(&rejection)));
                         }
                     }
@@ -208,14 +212,20 @@ where
                     lost,
                     config,
                     grpc,
+                    ..
                 } => {
                     // The work first: a response that is ready wins over a loss seen late.
                     if let Poll::Ready(output) = future.poll(cx) {
-                        let StateOwn::Calling { guard, .. } =
-                            state.as_mut().project_replace(State::Done)
+                        let StateOwn::Calling {
+                            guard,
+                            since,
+                            config,
+                            ..
+                        } = state.as_mut().project_replace(State::Done)
                         else {
                             unreachable!()
                         };
+                        config.holds.record(since.elapsed());
                         state.set(State::Releasing {
                             release: guard.release(),
                             output,
@@ -226,7 +236,7 @@ where
                         return Poll::Pending;
                     };
                     ready!(lost.poll(cx));
-                    let rejection = Rejection::from_lock_error(guard.lost_error(), *grpc);
+                    let rejection = config.lock_rejection(guard.lost_error(), *grpc);
                     let config = Arc::clone(config);
                     // Drops the inner future, then the guard (whose hold has ended).
                     state.set(State::Done);

@@ -37,10 +37,6 @@ pub struct DistributedLockLayer {
 }
 
 impl DistributedLockLayer {
-    /// How long a request waits for a busy lock by default: a few seconds, so that
-    /// requests for the same key queue briefly instead of failing at once.
-    pub const DEFAULT_WAIT: Duration = Duration::from_secs(3);
-
     /// A layer locking every request on the name rendered from `key` (see
     /// [`LockLayerBuilder::key`]), with every other setting at its default.
     ///
@@ -59,7 +55,7 @@ impl DistributedLockLayer {
             routes: Vec::new(),
             methods: Vec::new(),
             lease: None,
-            wait: Self::DEFAULT_WAIT,
+            wait: None,
             outage: OutagePolicy::FailClosed,
             on_lost: OnLost::Abort,
             rejection: None,
@@ -93,7 +89,7 @@ pub struct LockLayerBuilder {
     routes: Vec<String>,
     methods: Vec<Method>,
     lease: Option<Duration>,
-    wait: Duration,
+    wait: Option<Duration>,
     outage: OutagePolicy,
     on_lost: OnLost,
     rejection: Option<RejectionFn>,
@@ -227,9 +223,11 @@ impl LockLayerBuilder {
     /// `Duration::ZERO` fails fast.
     ///
     /// # Default
-    /// [`DistributedLockLayer::DEFAULT_WAIT`] (3 s).
+    /// The client's configured wait ([`LockClientBuilder::wait`], 30 s unless set), the
+    /// same rule as for `client.lock(…)` and `#[distributed_lock]`. A request path usually
+    /// wants a few seconds: set it here or on the client.
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = wait;
+        self.wait = Some(wait);
         self
     }
 
@@ -314,6 +312,7 @@ impl LockLayerBuilder {
                 on_lost: self.on_lost,
                 rejection: self.rejection,
                 family: self.family.unwrap_or(default_family),
+                holds: Default::default(),
             }),
         })
     }

@@ -192,19 +192,33 @@
 //!
 //! | situation | HTTP | gRPC |
 //! | --- | --- | --- |
-//! | lock busy for the whole [wait](LockLayerBuilder::wait) (default 3 s) | `409 Conflict` + `Retry-After` | `ABORTED` |
+//! | lock busy for the whole [wait](LockLayerBuilder::wait) | `409 Conflict` + [`Retry-After`](#retry-after) | `ABORTED` |
 //! | key parameter missing, empty, repeated or invalid (no lock attempted) | `400 Bad Request` | `INVALID_ARGUMENT` |
+//! | a path placeholder the route lacks (a misconfiguration, logged at `error`) | `400 Bad Request` | `INVALID_ARGUMENT` |
 //! | Redis unavailable ([fail closed](OutagePolicy::FailClosed), the default) | `503 Service Unavailable` | `UNAVAILABLE` |
 //! | lock lost mid-request ([`OnLost::Abort`], the default) | `503 Service Unavailable` | `ABORTED` |
 //!
-//! `Retry-After` is the holder's remaining lease in whole seconds, rounded up, at least 1:
-//! the time by which the lock is free at the latest when the holder uses an explicit lease.
-//! A holder renewed by the watchdog may keep it longer, or release it much sooner (the
-//! header then says up to the watchdog's lease, 30 s by default); give the holders an
-//! explicit [lease](LockLayerBuilder::lease), or replace the answer with
-//! [`on_rejection`](LockLayerBuilder::on_rejection), for a tighter hint.
-//! Every answer can be replaced with [`on_rejection`](LockLayerBuilder::on_rejection); the
-//! message always names the lock or the key parameter.
+//! The bodies are generic: they name the key parameter at fault or the lock's
+//! [family](LockLayerBuilder::family) (``lock `item_<id>` is busy``), never who holds the lock
+//! (service, host, pid, request id), a Redis address or an internal error. Those go to
+//! `tracing` (at `debug` for each rejection, `error` for a misconfiguration) and stay
+//! available to a custom answer through [`Rejection::lock_error`]. Every answer can be
+//! replaced with [`on_rejection`](LockLayerBuilder::on_rejection).
+//!
+//! The [wait](LockLayerBuilder::wait) is the client's configured wait
+//! ([`LockClientBuilder::wait`](lock_core::LockClientBuilder::wait), 30 s by default)
+//! unless the layer sets its own: one rule for `client.lock(…)`, `#[distributed_lock]` and
+//! this layer. A request path usually wants a few seconds.
+//!
+//! ## Retry-After
+//!
+//! `Retry-After` is this layer's estimate of when the lock will be free: the mean time its
+//! requests have held the lock (a moving average, acquisition to release), less how long the
+//! current holder has held it (from its holder record), never beyond the holder's remaining
+//! lease, in whole seconds rounded up and at least 1. Before any of its requests has
+//! finished, the layer answers its wait (what one more attempt would wait anyway), bounded
+//! by the remaining lease. The holder's lease alone says little: the watchdog renews it
+//! every 10 s, so a lock held for 1 s shows up to 30 s of lease.
 //!
 //! # Lifetime of the lock
 //!
@@ -280,6 +294,7 @@ mod head;
 mod key;
 mod layer;
 mod response;
+mod retry;
 mod route;
 mod service;
 

@@ -21,8 +21,8 @@ pub enum RejectionKind {
     /// The lock stayed busy for the whole wait.
     ///
     /// # Default
-    /// `409 Conflict` with `Retry-After` (whole seconds, from the holder's remaining lease,
-    /// at least 1); gRPC `ABORTED`.
+    /// `409 Conflict` with [`Retry-After`](crate#retry-after); gRPC `ABORTED`. The body
+    /// names the lock's family (``lock `item_<id>` is busy``), not its holder.
     Busy,
     /// A key parameter is missing, empty, repeated or invalid (or the rendered name is too
     /// long); no lock was attempted. Also a path placeholder that the matched route does not
@@ -86,20 +86,36 @@ impl Rejection {
         }
     }
 
-    pub(crate) fn from_lock_error(error: LockError, grpc: bool) -> Self {
-        let kind = match &error {
-            e if e.is_wait_timeout() => RejectionKind::Busy,
-            e if e.is_unavailable() => RejectionKind::Unavailable,
-            e if e.is_lost() => RejectionKind::Lost,
-            LockError::InvalidName { .. } => RejectionKind::InvalidKey,
-            _ => RejectionKind::Internal,
+    /// A rejection for a lock error; `retry_after` is the hint for a busy lock. The message
+    /// for the client is generic: the error (which names the holder: service, host, pid,
+    /// request id) stays with [`lock_error`](Self::lock_error) and the logs.
+    pub(crate) fn from_lock_error(
+        error: LockError,
+        grpc: bool,
+        family: &str,
+        retry_after: Option<Duration>,
+    ) -> Self {
+        let (kind, message) = match &error {
+            e if e.is_wait_timeout() => (RejectionKind::Busy, format!("lock `{family}` is busy")),
+            e if e.is_unavailable() => (
+                RejectionKind::Unavailable,
+                "the lock service is unavailable".to_owned(),
+            ),
+            e if e.is_lost() => (
+                RejectionKind::Lost,
+                format!("lock `{family}` was lost while the request ran"),
+            ),
+            LockError::InvalidName { .. } => (
+                RejectionKind::InvalidKey,
+                "the lock name made from this request is invalid".to_owned(),
+            ),
+            _ => (RejectionKind::Internal, "internal error".to_owned()),
         };
-        let retry_after = (kind == RejectionKind::Busy).then(|| retry_after(error.remaining_ttl()));
         Self {
             kind,
             grpc,
-            message: error.to_string(),
-            retry_after,
+            message,
+            retry_after: retry_after.filter(|_| kind == RejectionKind::Busy),
             key_error: None,
             lock_error: Some(error),
         }
@@ -116,12 +132,15 @@ impl Rejection {
         self.grpc
     }
 
-    /// A lowercase message for the client, naming the lock or the key parameter.
+    /// A lowercase message for the client: the key parameter at fault, or the lock's
+    /// [family](crate::LockLayerBuilder::family) — never who holds the lock, a host or a
+    /// Redis address (those are in [`lock_error`](Self::lock_error) and the logs).
     pub fn message(&self) -> &str {
         &self.message
     }
 
-    /// For [`RejectionKind::Busy`]: when to retry, in whole seconds (at least 1).
+    /// For [`RejectionKind::Busy`]: when to retry, in whole seconds (at least 1); see
+    /// [`Retry-After`](crate#retry-after).
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
@@ -173,17 +192,6 @@ impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
     }
-}
-
-/// `Retry-After` for a holder's remaining lease: whole seconds, rounded up, never 0 ("retry
-/// at once" would only meet the holder again).
-fn retry_after(remaining_ttl: Option<Duration>) -> Duration {
-    let ttl = remaining_ttl.unwrap_or(Duration::ZERO);
-    Duration::from_secs(
-        u64::try_from(ttl.as_millis().div_ceil(1000))
-            .unwrap_or(u64::MAX)
-            .max(1),
-    )
 }
 
 /// A trailers-only gRPC response with `code` and `message`.
@@ -320,23 +328,28 @@ mod tests {
         }
     }
 
+    /// The default busy answer names the family, never the holder.
     #[test]
-    fn busy_is_409_with_retry_after_from_the_holders_ttl_rounded_up() {
-        let r = Rejection::from_lock_error(wait_timeout(Some(Duration::from_millis(1200))), false);
+    fn busy_is_409_with_retry_after_and_a_generic_body() {
+        let holder = "billing@web-3 (pid 4242, request req-9)";
+        let r = Rejection::from_lock_error(
+            wait_timeout(Some(Duration::from_millis(1200))),
+            false,
+            "item_<id>",
+            Some(Duration::from_secs(2)),
+        );
         assert_eq!(r.kind(), RejectionKind::Busy);
         assert_eq!(r.retry_after(), Some(Duration::from_secs(2)));
         let (status, headers) = headers(&r);
         assert_eq!(status, StatusCode::CONFLICT);
         assert_eq!(headers[RETRY_AFTER], "2");
-        assert!(r.default_response().body().contains("`item_7`"));
+        assert_eq!(r.default_response().body(), "lock `item_<id>` is busy\n");
+        assert!(!r.to_string().contains(holder));
         assert!(r.lock_error().is_some_and(LockError::is_wait_timeout));
-        for (ttl, secs) in [(None, 1), (Some(1), 1), (Some(3000), 3), (Some(19_001), 20)] {
-            let ttl = ttl.map(Duration::from_millis);
-            let r = Rejection::from_lock_error(wait_timeout(ttl), false);
-            assert_eq!(r.retry_after(), Some(Duration::from_secs(secs)), "{ttl:?}");
-        }
-        let grpc = Rejection::from_lock_error(wait_timeout(None), true).default_response();
+        let grpc =
+            Rejection::from_lock_error(wait_timeout(None), true, "f", None).default_response();
         assert_eq!(grpc.headers()["grpc-status"], "10");
+        assert_eq!(grpc.headers()["grpc-message"], "lock `f` is busy");
         assert!(!grpc.headers().contains_key(RETRY_AFTER));
     }
 
@@ -346,7 +359,7 @@ mod tests {
             name: "item_7".into(),
             reason: "the key was gone",
         };
-        let r = Rejection::from_lock_error(lost, false);
+        let r = Rejection::from_lock_error(lost, false, "item_<id>", Some(Duration::from_secs(1)));
         assert_eq!(r.kind(), RejectionKind::Lost);
         assert_eq!(r.retry_after(), None);
         let (status, headers) = headers(&r);
@@ -356,9 +369,13 @@ mod tests {
             name: "item_7".into(),
             after: Duration::from_secs(2),
         };
-        let r = Rejection::from_lock_error(timeout, true);
+        let r = Rejection::from_lock_error(timeout, true, "item_<id>", None);
         assert_eq!(r.kind(), RejectionKind::Unavailable);
         assert_eq!(r.default_response().headers()["grpc-status"], "14");
+        assert_eq!(
+            r.default_response().headers()["grpc-message"],
+            "the lock service is unavailable"
+        );
     }
 
     #[test]

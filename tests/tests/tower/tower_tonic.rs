@@ -249,12 +249,21 @@ async fn concurrent_calls_for_one_order_serialize() {
     assert_eq!(tokens.len(), 30, "every hold has its own fencing token");
 }
 
-/// A busy order answers ABORTED; the unlocked method still works meanwhile.
+/// A busy order answers ABORTED with a message that names the lock's family, never its
+/// holder; the unlocked method still works meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn busy_order_answers_aborted() {
     let server = RedisServer::start();
-    let holder = locks::client(&server.url());
-    let guard = holder.lock("order_42").await.unwrap();
+    let holder = locks::builder(&server.url())
+        .service_name("billing-svc")
+        .holder_host("web-3.internal")
+        .build()
+        .unwrap();
+    let guard = holder
+        .lock("order_42")
+        .request_id("req-secret-42")
+        .await
+        .unwrap();
     let addr = serve(
         order_layer(locks::client(&server.url()), Duration::from_millis(200)),
         token_handler(),
@@ -263,7 +272,21 @@ async fn busy_order_answers_aborted() {
     let client = connect(addr).await;
     let status = call(&client, Some("42")).await.unwrap_err();
     assert_eq!(status.code(), Code::Aborted, "{status:?}");
-    assert!(status.message().contains("order_42"), "{status:?}");
+    assert_eq!(
+        status.message(),
+        "lock `order_<header.x-order-id>` is busy",
+        "{status:?}"
+    );
+    let pid = std::process::id().to_string();
+    for secret in [
+        "billing-svc",
+        "web-3.internal",
+        "req-secret-42",
+        pid.as_str(),
+    ] {
+        let metadata = format!("{:?}", status.metadata());
+        assert!(!metadata.contains(secret), "{secret} in {metadata}");
+    }
     assert!(call(&client, Some("43")).await.is_ok());
     let message = GetOrderRequest { order_id: 42 };
     let order: Order = unary(&client, GET_ORDER, message, Some("42"))
