@@ -13,6 +13,7 @@ mod kw {
     syn::custom_keyword!(wait);
     syn::custom_keyword!(client);
     syn::custom_keyword!(on_lost);
+    syn::custom_keyword!(map_err);
 }
 
 /// Declares every option once, as `name: keyword => field: value type`: the [`Args`] struct,
@@ -57,6 +58,7 @@ options! {
     "wait": kw::wait => wait: LitStr,
     "client": kw::client => client: Expr,
     "on_lost": kw::on_lost => on_lost: LitStr,
+    "map_err": kw::map_err => map_err: Expr,
     "crate": syn::token::Crate => krate: LitStr,
 }
 
@@ -77,6 +79,9 @@ pub(crate) struct Config {
     pub(crate) wait: Option<(u64, Span)>,
     pub(crate) client: Option<Expr>,
     pub(crate) on_lost: OnLost,
+    /// A function or closure from `LockError` to the function's error type; without it,
+    /// `From::from`.
+    pub(crate) map_err: Option<Expr>,
     /// The path of lock-core, `::lock_core` unless `crate = "…"` says otherwise.
     pub(crate) krate: syn::Path,
 }
@@ -159,6 +164,14 @@ impl Args {
                 }
             },
         };
+        if let Some(Expr::Lit(lit)) = &self.map_err {
+            return Err(syn::Error::new_spanned(
+                lit,
+                "`map_err` takes a function or a closure from `LockError` to the function's \
+                 error type, e.g. `map_err = ApiError::from_lock` or `map_err = |e| e.to_string()`, \
+                 not a literal",
+            ));
+        }
         let krate = match self.krate {
             None => syn::parse_quote!(::lock_core),
             Some(opt) => opt.parse::<syn::Path>().map_err(|_| {
@@ -177,6 +190,7 @@ impl Args {
             wait,
             client: self.client,
             on_lost,
+            map_err: self.map_err,
             krate,
         })
     }
@@ -253,7 +267,7 @@ mod tests {
         assert_eq!(
             err,
             "unknown option `timeout`: expected one of `key`, `lease`, `wait`, `client`, \
-             `on_lost`, `crate`"
+             `on_lost`, `map_err`, `crate`"
         );
     }
 

@@ -77,7 +77,21 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
     // return. A missing `From` impl is reported on the error type.
     // `<_ as LockResult>::err(From::from(error))`: the call at the return type (rustc
     // underlines its first token), `From::from` at the error type.
-    let from = quote_spanned!(err_span=> ::core::convert::From::from(#error));
+    // With `map_err = f`: `f(error)`, at `f` (a wrong type is reported on it), through a
+    // function whose bound gives a closure's parameter its type.
+    let from = match &config.map_err {
+        Some(f) => {
+            let span = f.span();
+            let map = format_ident!("__distlock_map_err", span = Span::mixed_site());
+            quote_spanned! {span=> {
+                fn #map<E>(f: impl ::core::ops::FnOnce(#krate::LockError) -> E, e: #krate::LockError) -> E {
+                    f(e)
+                }
+                #map(#f, #error)
+            }}
+        }
+        None => quote_spanned!(err_span=> ::core::convert::From::from(#error)),
+    };
     let err = quote_spanned!(ret_span=> <_ as #krate::__private::LockResult>::err(#from));
 
     let (key_lit, template) = &config.key;

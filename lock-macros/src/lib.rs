@@ -57,6 +57,7 @@ use proc_macro::TokenStream;
 /// | `client = expr` | an expression giving the [`LockClient`], a reference to one or anything that derefs to one (`Arc<LockClient>`, a wrapper); it may use the parameters, e.g. `client = app.locks` or `client = self.locks`; without it the process-wide default client from `lock_core::set_default_client` is used, and a call made before one was installed returns `LockError::NoDefaultClient` |
 /// | `on_lost = "abort"` | the default: when the lock is lost (its key deleted or expired, Redis restarted), the body is dropped at its next `.await` and the function returns `LockError::Lost` |
 /// | `on_lost = "continue"` | the body runs on after a loss (the loss is logged) |
+/// | `map_err = f` | a function or closure turning a `LockError` into the function's error type, for error types that cannot implement `From<LockError>` (the orphan rule: `axum::http::StatusCode`, `tonic::Status`, `String`, `anyhow::Error`): `map_err = ApiError::from_lock`, `map_err = \|e\| e.to_string()`; without it, `From::from` |
 /// | `crate = "path"` | where lock-core is, for crates that re-export it (default `::lock_core`) |
 ///
 /// Durations are written as a number and a unit, `ms`, `s` or `m`, and may be combined:
@@ -91,7 +92,8 @@ use proc_macro::TokenStream;
 ///   trait-impl method (`&self`, `&mut self`, `self`, `self: Arc<Self>`), generic with
 ///   where-clauses and `impl Trait` arguments; its signature is kept as written.
 /// - It must return `Result<T, E>` with `E: From<LockError>` (written as such, or through an
-///   alias such as `io::Result<T>`): lock failures come back as `Err(E::from(lock_error))`.
+///   alias such as `io::Result<T>`): lock failures come back as `Err(E::from(lock_error))`;
+///   with `map_err = f`, any `E`, as `Err(f(lock_error))`.
 ///   Anything else is a compile error that says so, on the return type.
 /// - Its future is `Send` whenever the body's is, so it can be spawned and used directly as
 ///   an axum handler.

@@ -152,3 +152,59 @@ async fn annotated_handler_reports_a_busy_lock() {
     assert!(body.contains(NAME), "{body}");
     guard.release().await.expect("release");
 }
+
+/// `map_err` into a type the crate cannot implement `From<LockError>` for.
+fn status_of(error: LockError) -> StatusCode {
+    if error.is_wait_timeout() {
+        StatusCode::CONFLICT
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
+#[distributed_lock(key = "ticket_<id>", client = app.locks, wait = "0s", map_err = status_of)]
+async fn take_ticket(State(app): State<App>, Path(id): Path<u64>) -> Result<String, StatusCode> {
+    let _ = &app;
+    Ok(format!("ticket {id}"))
+}
+
+#[distributed_lock(
+    key = "ticket_<id>",
+    client = locks,
+    wait = "0s",
+    map_err = |e| tonic::Status::aborted(format!("busy: {}", e.is_wait_timeout()))
+)]
+async fn take_ticket_grpc(locks: &LockClient, id: u64) -> Result<u64, tonic::Status> {
+    Ok(id)
+}
+
+/// `map_err` end to end: a busy lock answers the handler's `StatusCode` (axum) and a
+/// `tonic::Status` (gRPC method body), both types the orphan rule keeps from `From`.
+#[tokio::test]
+async fn map_err_answers_in_the_handlers_error_type() {
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let app = App {
+        locks: locks.clone(),
+        conn: server.conn().await,
+        region: "eu".into(),
+    };
+    let router = Router::new()
+        .route("/tickets/{id}", post(take_ticket))
+        .with_state(app);
+    assert_eq!(
+        call(&router, "POST", "/tickets/3").await,
+        (StatusCode::OK, "ticket 3".to_owned())
+    );
+    assert_eq!(take_ticket_grpc(&locks, 3).await.unwrap(), 3);
+    let holder = client(&server.url());
+    let guard = holder.lock("ticket_3").await.expect("holder");
+    assert_eq!(
+        call(&router, "POST", "/tickets/3").await.0,
+        StatusCode::CONFLICT
+    );
+    let status = take_ticket_grpc(&locks, 3).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Aborted);
+    assert_eq!(status.message(), "busy: true");
+    guard.release().await.expect("release");
+}

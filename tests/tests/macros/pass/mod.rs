@@ -10,6 +10,7 @@ mod clients;
 mod crate_path;
 mod free_fns;
 mod instrument;
+mod map_err;
 mod methods;
 mod no_warnings;
 mod send;
