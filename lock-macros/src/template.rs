@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use quote::{quote, ToTokens};
 use syn::ext::IdentExt;
 use syn::{FnArg, Ident, LitStr, Member, Pat, Token};
@@ -45,6 +45,18 @@ impl Params {
 
     fn get(&self, name: &str) -> Option<&Binding> {
         self.0.iter().find(|(n, _)| n == name).map(|(_, b)| b)
+    }
+
+    /// The parameter nearest to a misspelled `name`: at most a third of its letters apart
+    /// (at least one), the nearest first.
+    fn nearest(&self, name: &str) -> Option<&str> {
+        let bound = (name.chars().count() / 3).max(1);
+        self.0
+            .iter()
+            .map(|(n, _)| (edit_distance(n, name), n.as_str()))
+            .filter(|(d, _)| *d <= bound)
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, n)| n)
     }
 
     /// "`id`, `app`", for messages.
@@ -277,9 +289,15 @@ fn resolve(lit: &LitStr, path: &str, params: &Params) -> syn::Result<Value> {
         } else {
             format!("the function has no parameter `{first}`")
         };
+        // As template text: the rest of the path is kept (`<app.regionn>` → `<app.region>`
+        // would need the struct's fields, which a macro cannot see; parameters it can).
+        let hint = match params.nearest(first) {
+            Some(near) => format!("did you mean `<{near}{}>`? ({known})", &path[first.len()..]),
+            None => known,
+        };
         return Err(error(
             lit,
-            format!("unknown placeholder `<{path}>` in the key: {what}; {known}"),
+            format!("unknown placeholder `<{path}>` in the key: {what}; {hint}"),
         ));
     };
     let fields = segments
@@ -298,7 +316,12 @@ fn resolve(lit: &LitStr, path: &str, params: &Params) -> syn::Result<Value> {
             syn::parse_str::<Ident>(segment)
                 .ok()
                 .filter(|_| !segment.starts_with(|c: char| c.is_ascii_digit()))
-                .map(|ident| Member::Named(Ident::new(&ident.to_string(), lit.span())))
+                .map(|ident| {
+                    Member::Named(Ident::new(
+                        &ident.to_string(),
+                        Span::call_site().located_at(lit.span()),
+                    ))
+                })
                 .ok_or_else(|| {
                     error(
                         lit,
@@ -316,9 +339,34 @@ fn resolve(lit: &LitStr, path: &str, params: &Params) -> syn::Result<Value> {
     })
 }
 
+/// Levenshtein distance between two short names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn edit_distances() {
+        assert_eq!(edit_distance("item_id", "item_idd"), 1);
+        assert_eq!(edit_distance("region", "regoin"), 2);
+        assert_eq!(edit_distance("", "ab"), 2);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("id", "id"), 0);
+    }
 
     /// What lock-core makes of `template`, in this module's terms: the pieces (a template
     /// rendered with each value equal to its path tells literals and values apart, as
