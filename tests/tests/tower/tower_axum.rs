@@ -838,3 +838,32 @@ async fn custom_rejection_replaces_the_busy_answer() {
     guard.release().await.unwrap();
     assert_eq!(send(addr, "POST", "/items/7/buy").await.status, 200);
 }
+
+/// One wait rule: a layer without `.wait(…)` waits what its client is configured to wait
+/// (here 300 ms), not a default of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layer_without_a_wait_uses_the_clients() {
+    let server = RedisServer::start();
+    let client = locks::builder(&server.url())
+        .wait(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let layer = DistributedLockLayer::new(client, "item_<id>").unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/items/{id}/buy", post(ok_handler))
+            .route_layer(layer),
+    )
+    .await;
+    let holder = locks::client(&server.url());
+    let guard = holder.lock("item_7").await.unwrap();
+    let started = tokio::time::Instant::now();
+    let reply = send(addr, "POST", "/items/7/buy").await;
+    let waited = started.elapsed();
+    assert_eq!(reply.status, 409, "{reply:?}");
+    assert!(
+        waited >= Duration::from_millis(300) && waited < GENEROUS,
+        "waited {waited:?}: the client's 300 ms, not 30 s or 0"
+    );
+    guard.release().await.unwrap();
+}
