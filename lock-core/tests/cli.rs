@@ -149,13 +149,27 @@ async fn watch_refreshes_and_stops_after_count() {
     }
 }
 
-/// An unreachable Redis is an error on stderr and a failing exit status, not a hang.
+/// An unreachable Redis is an error on stderr naming the server (not a lock, not the
+/// password) and a failing exit status, not a hang; for every subcommand.
 #[tokio::test]
 async fn unreachable_redis_fails_cleanly() {
-    let url = format!("redis://127.0.0.1:{}", free_port());
-    let output = run(&["--url", &url, "list"]).await;
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).starts_with("error: "));
+    let port = free_port();
+    let url = format!("redis://ops:s3cret@127.0.0.1:{port}");
+    let expected = format!("cannot reach Redis at redis://127.0.0.1:{port} (connection refused)");
+    let commands: [&[&str]; 4] = [
+        &["list"],
+        &["inspect", "item_7"],
+        &["release", "--force", "item_7"],
+        &["watch", "--count", "1"],
+    ];
+    for command in commands {
+        let output = run(&[&["--url", url.as_str()], command].concat()).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{command:?}: {output:?}");
+        assert!(stderr.starts_with("error: "), "{command:?}: {stderr}");
+        assert!(stderr.contains(&expected), "{command:?}: {stderr}");
+        assert!(!stderr.contains("s3cret"), "{command:?}: {stderr}");
+    }
 }
 
 /// `watch` outlives a failed refresh: it reports the error on stderr and shows the locks
