@@ -127,6 +127,14 @@ fn build_binaries() -> HashMap<String, PathBuf> {
     let mut command = Command::new(cargo);
     // The tests package is selected too, so features unify as in the workspace's own
     // build and nothing is compiled twice.
+    // Without the variables cargo sets for this test (CARGO_PKG_NAME, CARGO_MANIFEST_DIR,
+    // …): build scripts (ring's, through cc) rerun when they change, and the workspace's
+    // own build, made without them, would then be rebuilt each time.
+    for (name, _) in std::env::vars_os() {
+        if set_by_cargo_for_tests(&name.to_string_lossy()) {
+            command.env_remove(name);
+        }
+    }
     command
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["build", "--message-format=json-render-diagnostics"])
@@ -172,6 +180,24 @@ fn build_binaries() -> HashMap<String, PathBuf> {
         );
     }
     binaries
+}
+
+/// Variables cargo sets for a test process only (not for itself when run from a shell).
+fn set_by_cargo_for_tests(name: &str) -> bool {
+    const PREFIXES: [&str; 5] = [
+        "CARGO_PKG_",
+        "CARGO_MANIFEST_",
+        "CARGO_CRATE_",
+        "CARGO_BIN_",
+        "CARGO_CFG_",
+    ];
+    const NAMES: [&str; 4] = [
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p)) || NAMES.contains(&name)
 }
 
 /// True when this test binary is a release build (`target/release/deps/…`).
