@@ -19,12 +19,15 @@ impl Server {
         if let Ok(url) = std::env::var("REDIS_URL") {
             if !(url.contains("127.0.0.1") || url.contains("localhost") || url.contains("[::1]")) {
                 return Err(format!(
-                    "REDIS_URL {url} is not loopback; the bench refuses it"
+                    "REDIS_URL {} is not loopback; the bench refuses it",
+                    distlock_examples::redacted(&url)
                 ));
             }
+            distlock_examples::check_reachable(&url).map_err(|e| e.to_string())?;
             return Ok(Self { url, private: None });
         }
-        let private = ExampleRedis::start_private(&["--maxclients", "20000"])?;
+        let private =
+            ExampleRedis::start_private(&["--maxclients", "20000"]).map_err(|e| e.to_string())?;
         Ok(Self {
             url: private.url().to_owned(),
             private: Some(private),

@@ -1,127 +1,186 @@
-//! The inventory scenario with `lock-tower`: three instances of an axum inventory service
-//! share one Redis. `POST /items/{id}/buy` reads the stock, decrements it and writes it
-//! back — not atomically, as real handlers often do (check the order, call a payment
-//! service, …) — and one `route_layer` makes it safe across all instances.
+//! The inventory scenario with `lock-tower`: instances of an axum inventory service share one
+//! Redis. `POST /items/{id}/buy` reads the stock, decrements it and writes it back — not
+//! atomically, as real handlers often do (check the order, call a payment service, …) — and
+//! one `route_layer` makes it safe across every instance, in this process or another.
 //!
-//! Needs a Redis: `REDIS_URL` (default `redis://127.0.0.1:6379`).
+//! Needs a Redis that every instance shares: `REDIS_URL` (default `redis://127.0.0.1:6379`).
+//! `--demo` runs on its own and starts a private `redis-server` when there is none.
 //!
 //! ```sh
-//! # 300 buyers against a stock of 100 over the three instances, then exit:
+//! # 300 buyers against a stock of 100 over three instances in this process, then exit:
 //! cargo run -p distlock-examples --example axum_inventory -- --demo
 //!
-//! # Or serve on 127.0.0.1:3001, :3002 and :3003 (BASE_PORT changes the first) and try:
-//! cargo run -p distlock-examples --example axum_inventory
+//! # Or one instance per process, as deployed (REDIS_URL names the shared Redis):
+//! cargo run -p distlock-examples --example axum_inventory -- --port 3001   # terminal 1
+//! cargo run -p distlock-examples --example axum_inventory -- --port 3002   # terminal 2
 //! curl -X PUT 'http://127.0.0.1:3001/items/7/stock?count=100'
-//! curl -i -X POST http://127.0.0.1:3002/items/7/buy      # 200, with the fencing token
-//! curl http://127.0.0.1:3003/items/7                     # 99 left
-//! # Hold item 7 for 5 s on one instance; another answers 409 + Retry-After after its 2 s wait:
+//! curl -i -X POST http://127.0.0.1:3002/items/7/buy      # 200, JSON with the fencing token
+//! curl http://127.0.0.1:3001/items/7                     # {"item":7,"left":99}
+//! # Hold item 7 for 5 s on one instance; the other answers 409 + Retry-After after its 2 s
+//! # wait:
 //! curl -X POST 'http://127.0.0.1:3001/items/7/buy?hold=5' & sleep 0.2
 //! curl -i -X POST http://127.0.0.1:3002/items/7/buy
 //! # Ctrl-C the first curl: the lock is released at once, not when its lease ends.
+//! # `--instances 3 --port 3001` serves 3001, 3002 and 3003 from one process instead.
 //! ```
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
-use axum::http::{StatusCode, Uri};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use axum::{Extension, Router};
+use axum::{Extension, Json, Router};
+use clap::Parser;
+use distlock_examples::ExampleRedis;
+use http_body_util::Empty;
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
 use lock_core::{LockClient, LockInfo};
 use lock_tower::DistributedLockLayer;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An axum inventory service whose buy route is locked per item across instances.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Instances to serve from this process, on consecutive ports from `--port`, each with
+    /// its own lock client (as separate processes would have) [default: 1, or 3 with --demo]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    instances: Option<u16>,
+    /// Port of the first instance on 127.0.0.1; 0 gives each a free port [default: 3001, or
+    /// 0 with --demo]
+    #[arg(long)]
+    port: Option<u16>,
+    /// Sell a stock of 100 to 300 concurrent buyers over the instances, report, and exit.
+    #[arg(long)]
+    demo: bool,
+}
 
 #[derive(Clone)]
 struct Inventory {
     redis: MultiplexedConnection,
-    instance: usize,
+    instance: u16,
 }
 
-fn stock_key(id: &str) -> String {
+fn stock_key(id: u64) -> String {
     format!("distlock-example:stock:{id}")
 }
 
-/// The query parameter `name` as a number (this example's axum has no `Query` extractor).
-fn query_number<T: std::str::FromStr>(uri: &Uri, name: &str) -> Option<T> {
-    uri.query()?
-        .split('&')
-        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
-        .and_then(|v| v.parse().ok())
+/// A failed Redis call: 503 with the error's text.
+struct RedisDown(redis::RedisError);
+
+impl From<redis::RedisError> for RedisDown {
+    fn from(e: redis::RedisError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for RedisDown {
+    fn into_response(self) -> Response {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("{}\n", self.0)).into_response()
+    }
+}
+
+#[derive(Deserialize)]
+struct BuyParams {
+    /// Keep the lock this many seconds longer, to watch other buyers get 409.
+    #[serde(default)]
+    hold: u64,
+}
+
+#[derive(Serialize)]
+struct Sale {
+    instance: u16,
+    item: u64,
+    left: i64,
+    lock: String,
+    fencing_token: u64,
 }
 
 /// Read, think, write: correct only because the layer holds `item_<id>` meanwhile.
 async fn buy(
     State(inv): State<Inventory>,
-    Path(id): Path<String>,
+    Path(id): Path<u64>,
+    Query(params): Query<BuyParams>,
     Extension(lock): Extension<LockInfo>,
-    uri: Uri,
-) -> (StatusCode, String) {
+) -> Result<Response, RedisDown> {
     let mut redis = inv.redis.clone();
-    let key = stock_key(&id);
-    let stock: Option<i64> = match redis.get(&key).await {
-        Ok(stock) => stock,
-        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
-    };
-    // `?hold=N` keeps the lock N seconds longer, to watch other buyers get 409.
-    let hold = query_number(&uri, "hold").unwrap_or(0);
-    tokio::time::sleep(Duration::from_secs(hold)).await;
+    let key = stock_key(id);
+    let stock: Option<i64> = redis.get(&key).await?;
+    tokio::time::sleep(Duration::from_secs(params.hold)).await;
     tokio::task::yield_now().await;
-    match stock {
-        None => (StatusCode::NOT_FOUND, format!("no item {id}\n")),
-        Some(left) if left <= 0 => (StatusCode::GONE, format!("item {id} is sold out\n")),
-        Some(left) => match redis.set::<_, _, ()>(&key, left - 1).await {
-            Ok(()) => (
-                StatusCode::OK,
-                format!(
-                    "instance {} sold item {id} ({} left) under lock `{}`, fencing token {}\n",
-                    inv.instance,
-                    left - 1,
-                    lock.name(),
-                    lock.fencing_token()
-                ),
-            ),
-            Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
-        },
-    }
+    Ok(match stock {
+        None => (StatusCode::NOT_FOUND, format!("no item {id}\n")).into_response(),
+        Some(left) if left <= 0 => {
+            (StatusCode::GONE, format!("item {id} is sold out\n")).into_response()
+        }
+        Some(left) => {
+            redis.set::<_, _, ()>(&key, left - 1).await?;
+            Json(Sale {
+                instance: inv.instance,
+                item: id,
+                left: left - 1,
+                lock: lock.name().to_string(),
+                fencing_token: lock.fencing_token(),
+            })
+            .into_response()
+        }
+    })
 }
 
-async fn show(State(inv): State<Inventory>, Path(id): Path<String>) -> (StatusCode, String) {
-    let mut redis = inv.redis.clone();
-    match redis.get::<_, Option<i64>>(stock_key(&id)).await {
-        Ok(Some(left)) => (StatusCode::OK, format!("{left}\n")),
-        Ok(None) => (StatusCode::NOT_FOUND, format!("no item {id}\n")),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
-    }
+#[derive(Serialize)]
+struct Stock {
+    item: u64,
+    left: i64,
+}
+
+async fn show(State(inv): State<Inventory>, Path(id): Path<u64>) -> Result<Response, RedisDown> {
+    let left: Option<i64> = inv.redis.clone().get(stock_key(id)).await?;
+    Ok(match left {
+        Some(left) => Json(Stock { item: id, left }).into_response(),
+        None => (StatusCode::NOT_FOUND, format!("no item {id}\n")).into_response(),
+    })
+}
+
+#[derive(Deserialize)]
+struct RestockParams {
+    count: Option<i64>,
 }
 
 async fn restock(
     State(inv): State<Inventory>,
-    Path(id): Path<String>,
-    uri: Uri,
-) -> (StatusCode, String) {
-    let count: i64 = query_number(&uri, "count").unwrap_or(100);
-    let mut redis = inv.redis.clone();
-    match redis.set::<_, _, ()>(stock_key(&id), count).await {
-        Ok(()) => (StatusCode::OK, format!("item {id}: {count} in stock\n")),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
-    }
+    Path(id): Path<u64>,
+    Query(params): Query<RestockParams>,
+) -> Result<Json<Stock>, RedisDown> {
+    let count = params.count.unwrap_or(100);
+    inv.redis
+        .clone()
+        .set::<_, _, ()>(stock_key(id), count)
+        .await?;
+    Ok(Json(Stock {
+        item: id,
+        left: count,
+    }))
 }
 
 /// One instance: its own lock client (as a separate process would have) and router.
-async fn instance(url: &str, instance: usize) -> Result<Router, BoxError> {
+async fn instance(url: &str, instance: u16) -> Result<Router, BoxError> {
     let locks = LockClient::new(url)?;
     let redis = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    // The layer's route is the buy route's template: `<id>` is its `{id}` parameter.
+    // `<id>` is the `{id}` of the route axum matched (never `?id=`), read as `Path<u64>`
+    // reads it: `/items/07/buy` locks `item_7` too.
     let lock = DistributedLockLayer::builder(locks)
-        .route("/items/{id}/buy")
         .key("item_<id>")
+        .parse_as::<u64>("id")
         .wait(Duration::from_secs(2))
         .build()?;
     Ok(Router::new()
@@ -133,25 +192,32 @@ async fn instance(url: &str, instance: usize) -> Result<Router, BoxError> {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let demo = std::env::args().any(|a| a == "--demo");
-    let base: u16 = match std::env::var("BASE_PORT") {
-        Ok(port) => port.parse()?,
-        Err(_) if demo => 0,
-        Err(_) => 3001,
+    let args = Args::parse();
+    // Instances in separate processes must share one Redis: only the self-contained demo
+    // may start a private one.
+    let redis = if args.demo {
+        ExampleRedis::find_or_start()?
+    } else {
+        ExampleRedis::from_env()?
     };
+    let url = redis.url();
+    let instances = args.instances.unwrap_or(if args.demo { 3 } else { 1 });
+    let base = args.port.unwrap_or(if args.demo { 0 } else { 3001 });
     let mut addrs = Vec::new();
-    for i in 0..3u16 {
-        let app = instance(&url, usize::from(i) + 1).await?;
-        let port = if base == 0 { 0 } else { base + i };
-        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    for i in 0..instances {
+        let app = instance(url, i + 1).await?;
+        let port = if base == 0 { 0 } else { base.saturating_add(i) };
+        let listener = TcpListener::bind(("127.0.0.1", port))
+            .await
+            .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e}"))?;
         addrs.push(listener.local_addr()?);
         tokio::spawn(async move { axum::serve(listener, app).await });
     }
-    if demo {
-        return run_demo(&url, &addrs).await;
+    if args.demo {
+        return run_demo(url, &addrs).await;
     }
-    println!("inventory instances on {addrs:?} (Redis {url}); Ctrl-C to stop");
+    let shown = distlock_examples::redacted(url);
+    println!("inventory on {addrs:?} (Redis {shown}); Ctrl-C to stop");
     std::future::pending::<()>().await;
     Ok(())
 }
@@ -161,19 +227,27 @@ async fn run_demo(url: &str, addrs: &[SocketAddr]) -> Result<(), BoxError> {
     let mut redis = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    redis.set::<_, _, ()>(stock_key("7"), 100).await?;
+    redis.set::<_, _, ()>(stock_key(7), 100).await?;
+    let http = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let buyers: Vec<_> = (0..300)
-        .map(|i| tokio::spawn(post_buy(addrs[i % addrs.len()], "/items/7/buy")))
+        .map(|i| {
+            let http = http.clone();
+            let uri = format!("http://{}/items/7/buy", addrs[i % addrs.len()]);
+            tokio::spawn(async move {
+                let request = hyper::Request::post(uri).body(Empty::new())?;
+                Ok::<_, BoxError>(http.request(request).await?.status())
+            })
+        })
         .collect();
     let (mut sold, mut sold_out, mut other) = (0, 0, Vec::new());
     for buyer in buyers {
         match buyer.await?? {
-            200 => sold += 1,
-            410 => sold_out += 1,
-            status => other.push(status),
+            StatusCode::OK => sold += 1,
+            StatusCode::GONE => sold_out += 1,
+            status => other.push(status.as_u16()),
         }
     }
-    let left: i64 = redis.get(stock_key("7")).await?;
+    let left: i64 = redis.get(stock_key(7)).await?;
     println!("stock 100, 300 buyers over {} instances:", addrs.len());
     println!("  {sold} sold, {sold_out} told it is sold out, other answers {other:?}");
     println!("  stock left: {left}");
@@ -183,21 +257,4 @@ async fn run_demo(url: &str, addrs: &[SocketAddr]) -> Result<(), BoxError> {
     } else {
         Err(format!("oversold: {sold} sales, {left} left").into())
     }
-}
-
-/// A minimal HTTP/1.1 POST; returns the status code.
-async fn post_buy(addr: SocketAddr, path: &str) -> Result<u16, std::io::Error> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await?;
-    let mut reply = Vec::new();
-    stream.read_to_end(&mut reply).await?;
-    let status = String::from_utf8_lossy(&reply)
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    Ok(status)
 }

@@ -12,9 +12,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use distlock_examples::ExampleRedis;
+use http_body_util::Empty;
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
 use lock_core::{distributed_lock, LockClient, LockError};
 use redis::AsyncCommands;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[derive(Clone)]
 struct App {
@@ -71,17 +74,6 @@ async fn buy(State(app): State<App>, Path(id): Path<u64>) -> Result<String, ApiE
     Ok(format!("sold, {} left (fencing token {token})", stock - 1))
 }
 
-async fn post_request(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    Ok(response.lines().next().unwrap_or_default().to_owned())
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let redis_server = ExampleRedis::find_or_start()?;
@@ -100,13 +92,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = listener.local_addr()?;
     tokio::spawn(async move { axum::serve(listener, router).await });
 
+    let http = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let buyers: Vec<_> = (0..20)
-        .map(|_| tokio::spawn(post_request(addr, "/items/7/buy")))
+        .map(|_| {
+            let request = hyper::Request::post(format!("http://{addr}/items/7/buy"))
+                .body(Empty::new())
+                .expect("a valid request");
+            tokio::spawn(http.request(request))
+        })
         .collect();
     let mut sold = 0;
     for buyer in buyers {
-        let status = buyer.await??;
-        if status.contains(" 200 ") {
+        let status = buyer.await??.status();
+        if status == StatusCode::OK {
             sold += 1;
         }
         println!("{status}");

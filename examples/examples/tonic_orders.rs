@@ -38,6 +38,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::http::uri::PathAndQuery;
+use distlock_examples::ExampleRedis;
 use lock_core::{LockClient, LockInfo};
 use lock_tower::DistributedLockLayer;
 use tonic::body::Body;
@@ -194,7 +195,8 @@ async fn serve(locks: LockClient, listener: tokio::net::TcpListener) -> Result<(
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let redis = ExampleRedis::from_env()?;
+    let url = distlock_examples::redacted(redis.url());
     let demo = std::env::args().any(|a| a == "--demo");
     let port: u16 = match std::env::var("PORT") {
         Ok(port) => port.parse()?,
@@ -203,7 +205,7 @@ async fn main() -> Result<(), BoxError> {
     };
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let addr = listener.local_addr()?;
-    let locks = LockClient::new(url.as_str())?;
+    let locks = LockClient::new(redis.url())?;
     if !demo {
         println!("orders.Orders on {addr} (Redis {url}); Ctrl-C to stop");
         return serve(locks, listener).await;

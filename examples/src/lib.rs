@@ -1,4 +1,5 @@
-//! Shared code of the distlock examples: finding or starting a Redis, the oversell demo
+//! Shared code of the distlock examples: finding or starting a Redis (and saying plainly
+//! when there is none: [`check_reachable`]), the oversell demo
 //! (three inventory instances behind one address, with and without a distributed lock), and
 //! Redisson's own lock scripts (the benchmark's reference, the tests' Redisson client).
 #![deny(missing_docs)]
@@ -7,4 +8,4 @@ pub mod oversell;
 mod redis;
 pub mod redisson_scripts;
 
-pub use crate::redis::ExampleRedis;
+pub use crate::redis::{check_reachable, redacted, ExampleRedis, NoRedis, DEFAULT_URL};

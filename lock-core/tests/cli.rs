@@ -1,105 +1,17 @@
-//! The `distlock` binary end to end: spawned against a private redis-server, output parsed.
+//! The `distlock` binary end to end: spawned against a private redis-server (the workspace's
+//! launcher, a path-only dev-dependency that `cargo package` leaves out), output parsed.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use distlock_redis_server::{free_port, RedisServer};
 use lock_core::{LockClient, LockGuard};
 use serde_json::Value;
 
 const GENEROUS: Duration = Duration::from_secs(10);
 
-/// A private redis-server (or Sentinel) on a free loopback port, in its own temporary
-/// directory; killed and the directory removed on drop.
-struct Redis {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Redis {
-    fn start() -> Self {
-        Self::start_with(None, &[])
-    }
-
-    /// Starts `redis-server [config] <extra> <defaults>` on a free port.
-    fn start_with(config: Option<&str>, extra: &[&str]) -> Self {
-        Self::start_on(free_port(), config, extra)
-    }
-
-    /// Starts it on `port`; `config`, when given, is written to the server's directory and
-    /// passed as its configuration file (a Sentinel needs one it can rewrite).
-    fn start_on(port: u16, config: Option<&str>, extra: &[&str]) -> Self {
-        let dir = std::env::temp_dir().join(format!("distlock-cli-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a temporary directory");
-        let mut command =
-            Command::new(std::env::var("REDIS_SERVER_BIN").unwrap_or("redis-server".into()));
-        if let Some(config) = config {
-            let file = dir.join("redis.conf");
-            std::fs::write(&file, config).expect("config written");
-            command.arg(file);
-        }
-        let child = command
-            .args(extra)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server runs (tests/run.sh installs it)");
-        let redis = Self { child, port, dir };
-        let deadline = Instant::now() + GENEROUS;
-        while !redis.pings() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        redis
-    }
-
-    fn pings(&self) -> bool {
-        let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let mut reply = [0u8; 7];
-        conn.write_all(b"PING\r\n").is_ok()
-            && conn.read_exact(&mut reply).is_ok()
-            && &reply == b"+PONG\r\n"
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// Runs one command on the server as the default user.
-    fn command<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
-        let mut conn = redis::Client::open(self.url())
-            .and_then(|c| c.get_connection())
-            .expect("a connection");
-        cmd.query(&mut conn).expect("the command succeeds")
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A loopback port nothing listens on (at the time of asking).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-fn client(redis: &Redis) -> LockClient {
+fn client(redis: &RedisServer) -> LockClient {
     LockClient::builder(redis.url())
         .service_name("billing")
         .holder_host("web-3")
@@ -110,7 +22,7 @@ fn client(redis: &Redis) -> LockClient {
 }
 
 /// Runs `distlock --url <redis> <args>` to completion.
-async fn distlock(redis: &Redis, args: &[&str]) -> Output {
+async fn distlock(redis: &RedisServer, args: &[&str]) -> Output {
     run(&[&["--url", &redis.url()], args].concat()).await
 }
 
@@ -131,7 +43,7 @@ async fn run_json(args: &[&str]) -> Value {
 }
 
 /// Runs `distlock --url <redis> --json <args>` and parses its output, asserting success.
-async fn distlock_json(redis: &Redis, args: &[&str]) -> Value {
+async fn distlock_json(redis: &RedisServer, args: &[&str]) -> Value {
     run_json(&[&["--url", &redis.url()], args].concat()).await
 }
 
@@ -142,7 +54,7 @@ async fn hold(client: &LockClient, name: &str) -> LockGuard {
 /// The holder's record reaches another process: service, host, pid, request id, token.
 #[tokio::test]
 async fn inspect_shows_who_holds_the_lock() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let locks = client(&redis);
     let guard = hold(&locks, "item_7").await;
     let state = distlock_json(&redis, &["inspect", "item_7"]).await;
@@ -168,7 +80,7 @@ async fn inspect_shows_who_holds_the_lock() {
 /// `list` matches a name prefix; glob characters in it match only themselves.
 #[tokio::test]
 async fn list_matches_a_literal_name_prefix() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let locks = client(&redis);
     let _guards = [
         hold(&locks, "order_1").await,
@@ -199,7 +111,7 @@ async fn list_matches_a_literal_name_prefix() {
 /// finds nothing; without `--force` nothing happens.
 #[tokio::test]
 async fn release_force_frees_the_lock_and_the_old_guard_reports_lost() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let locks = client(&redis);
     let guard = hold(&locks, "stuck").await;
     let refused = distlock(&redis, &["release", "stuck"]).await;
@@ -219,7 +131,7 @@ async fn release_force_frees_the_lock_and_the_old_guard_reports_lost() {
 /// `watch --count N` refreshes N times and exits; each frame lists the held locks.
 #[tokio::test]
 async fn watch_refreshes_and_stops_after_count() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let locks = client(&redis);
     let _guard = hold(&locks, "busy").await;
     let args = ["--json", "watch", "--interval", "100", "--count", "3"];
@@ -237,13 +149,27 @@ async fn watch_refreshes_and_stops_after_count() {
     }
 }
 
-/// An unreachable Redis is an error on stderr and a failing exit status, not a hang.
+/// An unreachable Redis is an error on stderr naming the server (not a lock, not the
+/// password) and a failing exit status, not a hang; for every subcommand.
 #[tokio::test]
 async fn unreachable_redis_fails_cleanly() {
-    let url = format!("redis://127.0.0.1:{}", free_port());
-    let output = run(&["--url", &url, "list"]).await;
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).starts_with("error: "));
+    let port = free_port();
+    let url = format!("redis://ops:s3cret@127.0.0.1:{port}");
+    let expected = format!("cannot reach Redis at redis://127.0.0.1:{port} (connection refused)");
+    let commands: [&[&str]; 4] = [
+        &["list"],
+        &["inspect", "item_7"],
+        &["release", "--force", "item_7"],
+        &["watch", "--count", "1"],
+    ];
+    for command in commands {
+        let output = run(&[&["--url", url.as_str()], command].concat()).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{command:?}: {output:?}");
+        assert!(stderr.starts_with("error: "), "{command:?}: {stderr}");
+        assert!(stderr.contains(&expected), "{command:?}: {stderr}");
+        assert!(!stderr.contains("s3cret"), "{command:?}: {stderr}");
+    }
 }
 
 /// `watch` outlives a failed refresh: it reports the error on stderr and shows the locks
@@ -274,7 +200,7 @@ async fn watch_reports_a_failed_refresh_and_retries() {
         first_error.starts_with("error: refresh failed: "),
         "{first_error}"
     );
-    let redis = Redis::start_on(port, None, &[]);
+    let redis = RedisServer::builder().port(port).start();
     let _guard = hold(&client(&redis), "back").await;
     let frame = tokio::task::spawn_blocking(move || {
         stdout
@@ -304,8 +230,7 @@ async fn watch_with_count_stops_after_failed_refreshes() {
 #[tokio::test]
 async fn cluster_flag_lists_and_inspects_cluster_locks() {
     // A one-node cluster announces no endpoint in CLUSTER SLOTS: `list` routes SCAN by slot.
-    let cluster_node = ["--cluster-enabled", "yes"];
-    let node = Redis::start_with(None, &cluster_node);
+    let node = RedisServer::builder().cluster_node().start();
     node.command::<()>(redis::cmd("CLUSTER").arg(&["ADDSLOTSRANGE", "0", "16383"]));
     let deadline = Instant::now() + GENEROUS;
     while !node
@@ -341,8 +266,12 @@ async fn cluster_flag_lists_and_inspects_cluster_locks() {
 /// (its token is the highest of all nodes' counters, so at least the guard's).
 #[tokio::test]
 async fn redlock_flag_inspects_a_majority_lock() {
-    let nodes = [Redis::start(), Redis::start(), Redis::start()];
-    let urls = nodes.each_ref().map(Redis::url);
+    let nodes = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let urls = nodes.each_ref().map(RedisServer::url);
     let locks = LockClient::redlock(urls.clone())
         .service_name("billing")
         .command_timeout(Duration::from_secs(5))
@@ -363,9 +292,12 @@ async fn redlock_flag_inspects_a_majority_lock() {
 /// `--sentinel <service>` reads `--url` as Sentinels and inspects the master they name.
 #[tokio::test]
 async fn sentinel_flag_finds_the_master() {
-    let master = Redis::start();
-    let config = format!("sentinel monitor primary 127.0.0.1 {} 1\n", master.port);
-    let sentinel = Redis::start_with(Some(&config), &["--sentinel"]);
+    let master = RedisServer::start();
+    let config = format!("sentinel monitor primary 127.0.0.1 {} 1\n", master.port());
+    let sentinel = RedisServer::builder()
+        .config(config)
+        .arg("--sentinel")
+        .start();
     let locks = LockClient::sentinel([sentinel.url()], "primary")
         .service_name("billing")
         .command_timeout(Duration::from_secs(5))
@@ -383,11 +315,11 @@ async fn sentinel_flag_finds_the_master() {
 /// A URL with ACL credentials is taken whole: a comma in the password splits nothing.
 #[tokio::test]
 async fn auth_url_with_a_comma_in_the_password() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let mut ops = redis::cmd("ACL");
     ops.arg(&["SETUSER", "ops", "on", ">pa,ss", "~*", "&*", "+@all"]);
     redis.command::<()>(&ops);
-    let auth_url = format!("redis://ops:pa,ss@127.0.0.1:{}", redis.port);
+    let auth_url = format!("redis://ops:pa,ss@127.0.0.1:{}", redis.port());
     let locks = LockClient::builder(&auth_url)
         .service_name("billing")
         .build()

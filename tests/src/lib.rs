@@ -6,7 +6,8 @@
 //! * every wait is bounded and waits on an event where one exists.
 //!
 //! Modules:
-//! * [`server`]: [`RedisServer`], a private server with stop/kill/restart/pause/resume;
+//! * [`server`]: [`RedisServer`], a private server with stop/kill/restart/pause/resume (the
+//!   workspace's one launcher, the `distlock-redis-server` crate, re-exported);
 //! * [`proxy`]: [`TcpProxy`], a loopback TCP proxy that injects latency,
 //!   blackholes, connection cuts, refusals and lost replies;
 //! * [`cluster`]: [`RedisCluster`], a local Redis Cluster of [`RedisServer`] nodes;
@@ -15,16 +16,20 @@
 
 pub mod cluster;
 pub mod fault;
-mod process;
 pub mod proxy;
 pub mod sentinel;
-pub mod server;
 #[cfg(test)]
 mod testutil;
 
+#[doc(inline)]
+pub use distlock_redis_server as server;
+
 pub use cluster::RedisCluster;
 pub use proxy::TcpProxy;
-pub use server::{redis_server_available, redis_url_for_tests, RedisServer, RedisServerBuilder};
+pub use server::{
+    free_port, free_ports, redis_server_available, redis_url_for_tests, RedisServer,
+    RedisServerBuilder, StartError, TempDir,
+};
 pub mod locks;
 pub mod metrics;
 pub mod redisson;

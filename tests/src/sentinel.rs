@@ -1,10 +1,8 @@
 //! [`RedisSentinels`]: a master, a replica and three Redis Sentinels watching them, all
 //! private processes on free loopback ports.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::process::{free_ports, server_bin, TempDir};
 use crate::server::RedisServer;
 
 /// The service name the Sentinels monitor.
@@ -17,8 +15,7 @@ const SETTLE: Duration = Duration::from_secs(30);
 pub struct RedisSentinels {
     /// The initial master and replica (indices 0 and 1).
     pub servers: Vec<RedisServer>,
-    sentinels: Vec<(u16, Child)>,
-    _dir: TempDir,
+    sentinels: Vec<RedisServer>,
 }
 
 impl RedisSentinels {
@@ -51,16 +48,10 @@ impl RedisSentinels {
         let replica = RedisServer::builder()
             .args(["--replicaof", "127.0.0.1", &master.port().to_string()])
             .start();
-        let dir = TempDir::new("distlock-sentinel").expect("temp dir");
-        let ports = free_ports(3).expect("free ports");
-        let sentinels = ports
-            .iter()
-            .map(|&port| (port, spawn_sentinel(&dir, port, master.port())))
-            .collect();
+        let sentinels = (0..3).map(|_| start_sentinel(master.port())).collect();
         let set = Self {
             servers: vec![master, replica],
             sentinels,
-            _dir: dir,
         };
         set.wait_until("the sentinels see the replica", |s| {
             s.sentinels_see_replica()
@@ -70,10 +61,7 @@ impl RedisSentinels {
 
     /// `redis://127.0.0.1:<port>` of each Sentinel.
     pub fn sentinel_urls(&self) -> Vec<String> {
-        self.sentinels
-            .iter()
-            .map(|(port, _)| format!("redis://127.0.0.1:{port}"))
-            .collect()
+        self.sentinels.iter().map(RedisServer::url).collect()
     }
 
     /// The port the Sentinels currently name as master.
@@ -105,9 +93,9 @@ impl RedisSentinels {
     }
 
     fn sentinels_see_replica(&self) -> bool {
-        self.sentinels.iter().all(|(port, _)| {
-            let Ok(mut conn) = redis::Client::open(format!("redis://127.0.0.1:{port}"))
-                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+        self.sentinels.iter().all(|sentinel| {
+            let Ok(mut conn) =
+                (sentinel.client()).get_connection_with_timeout(Duration::from_secs(1))
             else {
                 return false;
             };
@@ -140,43 +128,16 @@ impl RedisSentinels {
     }
 }
 
-impl Drop for RedisSentinels {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.sentinels {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn spawn_sentinel(dir: &TempDir, port: u16, master: u16) -> Child {
-    let conf = dir.path().join(format!("sentinel-{port}.conf"));
-    let text = format!(
-        "port {port}\nbind 127.0.0.1\ndir {dir}\n\
-         sentinel monitor {SERVICE} 127.0.0.1 {master} 2\n\
+/// A Sentinel watching the master on `master`; its configuration file (which it rewrites)
+/// lives in its private directory.
+fn start_sentinel(master: u16) -> RedisServer {
+    let config = format!(
+        "sentinel monitor {SERVICE} 127.0.0.1 {master} 2\n\
          sentinel down-after-milliseconds {SERVICE} 1000\n\
-         sentinel failover-timeout {SERVICE} 5000\n",
-        dir = dir.path().display()
+         sentinel failover-timeout {SERVICE} 5000\n"
     );
-    std::fs::write(&conf, text).expect("write sentinel.conf");
-    let child = Command::new(server_bin())
-        .arg(&conf)
+    RedisServer::builder()
+        .config(config)
         .arg("--sentinel")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start redis-server --sentinel");
-    let deadline = Instant::now() + SETTLE;
-    let url = format!("redis://127.0.0.1:{port}");
-    while redis::Client::open(url.as_str())
-        .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-        .is_err()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "sentinel on {port} did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
+        .start()
 }

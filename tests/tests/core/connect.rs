@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Command;
 
 use distlock_tests::locks::builder;
-use distlock_tests::RedisServer;
+use distlock_tests::{free_port, RedisServer, TempDir};
 
 /// `redis://user:password@host` authenticates as an ACL user; a wrong password is a refusal
 /// that names the lock (not an outage, not a hang).
@@ -40,9 +40,9 @@ async fn acl_user_and_password() {
 /// `rediss://` to a server whose certificate is signed by a private CA.
 #[tokio::test]
 async fn tls_with_a_private_ca() {
-    let dir = tempdir();
-    make_certificates(&dir);
-    let file = |name: &str| dir.join(name).display().to_string();
+    let dir = TempDir::new("distlock-tls").unwrap();
+    make_certificates(dir.path());
+    let file = |name: &str| dir.path().join(name).display().to_string();
     let tls_port = free_port();
     let server = RedisServer::builder()
         .args(["--tls-port", &tls_port.to_string()])
@@ -59,7 +59,7 @@ async fn tls_with_a_private_ca() {
             "no",
         ])
         .start();
-    let ca = std::fs::read(dir.join("ca.crt")).unwrap();
+    let ca = std::fs::read(dir.path().join("ca.crt")).unwrap();
     let locks = builder(&format!("rediss://127.0.0.1:{tls_port}"))
         .tls_root_certificate(ca)
         .build()
@@ -73,24 +73,6 @@ async fn tls_with_a_private_ca() {
         .unwrap();
     assert!(exists);
     guard.release().await.unwrap();
-}
-
-fn tempdir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "distlock-tls-{}-{}",
-        std::process::id(),
-        free_port()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A CA and a server certificate for 127.0.0.1, made with the `openssl` CLI.

@@ -1,8 +1,10 @@
-//! Operating locks: inspect, list and force-release, metrics, and the oversell demo.
+//! Operating locks: inspect, list and force-release, metrics, the oversell demo, and what the
+//! examples and the CLI say without a Redis.
 //!
 //! One test target per area, so the heavy dependencies link a few times; each module is one
 //! concern.
 
+mod no_redis;
 mod ops_inspect;
 mod ops_metrics;
 mod oversell_demo;

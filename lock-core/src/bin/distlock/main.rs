@@ -1,7 +1,7 @@
 //! `distlock`: inspect, list, force-release and watch distlock (and Redisson) locks.
 //!
 //! ```text
-//! cargo install lock-core --features cli
+//! cargo install --locked lock-core --features cli
 //! distlock --url redis://10.0.0.5:6379 list
 //! distlock inspect item_7
 //! distlock release --force item_7
@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use lock_core::{LockClient, LockClientBuilder};
+use lock_core::{LockClient, LockClientBuilder, LockError};
 
 /// Operate distlock locks: see who holds them, since when, and release stuck ones.
 #[derive(Debug, Parser)]
@@ -151,21 +151,23 @@ fn client(cli: &Cli) -> Result<LockClient, Error> {
 async fn run(cli: Cli) -> Result<(), Error> {
     let client = client(&cli)?;
     let json = cli.json;
+    let explain = |error| explain(error, &cli.url);
     match cli.command {
         Command::Inspect { name } => {
-            let state = client.inspect(name).await?;
+            let state = client.inspect(name).await.map_err(explain)?;
             render::print(json, &render::state_json(&state), || {
                 render::state_text(&state)
             });
         }
         Command::List { name_prefix } => {
-            let locks = client.list(&name_prefix).await?;
+            let locks = client.list(&name_prefix).await.map_err(explain)?;
             render::print(json, &render::list_json(&locks), || render::table(&locks));
         }
         Command::Release { force, name } => {
             debug_assert!(force, "clap requires --force");
-            let before = client.inspect(name.as_str()).await?;
-            let released = client.force_release(name.as_str()).await?;
+            let before = client.inspect(name.as_str()).await.map_err(explain)?;
+            let released = client.force_release(name.as_str()).await;
+            let released = released.map_err(explain)?;
             render::print(json, &render::released_json(&before, released), || {
                 render::released_text(&before, released)
             });
@@ -174,9 +176,48 @@ async fn run(cli: Cli) -> Result<(), Error> {
             name_prefix,
             interval,
             count,
-        } => watch(&client, &name_prefix, json, interval, count).await?,
+        } => watch(&client, &cli.url, &name_prefix, json, interval, count).await?,
     }
     Ok(())
+}
+
+/// An outage is about the server, not the lock the command happened to name: `cannot
+/// reach Redis at redis://127.0.0.1:6379 (connection refused); pass --url or set
+/// REDIS_URL`, the URLs without their passwords. Other errors are kept as they are.
+fn explain(error: LockError, urls: &[String]) -> Error {
+    let servers = urls.iter().map(|url| redacted(url)).collect::<Vec<_>>();
+    let servers = servers.join(", ");
+    let unreachable = |cause: &dyn std::fmt::Display| -> Error {
+        format!("cannot reach Redis at {servers} ({cause}); pass --url or set REDIS_URL").into()
+    };
+    match &error {
+        LockError::Unavailable { source, .. } if source.is_connection_refusal() => {
+            unreachable(&"connection refused")
+        }
+        LockError::Unavailable { source, .. } if source.is_io_error() => unreachable(source),
+        LockError::Unavailable { source, .. } => {
+            format!("Redis at {servers} is unavailable: {source}").into()
+        }
+        LockError::Timeout { after, .. } => unreachable(&format!("no answer within {after:?}")),
+        _ => error.into(),
+    }
+}
+
+/// `url` without the user and password it may carry (`redis://app:pw@host` → `redis://host`);
+/// text that is no Redis URL is shown only from its last `@` on.
+fn redacted(url: &str) -> String {
+    match redis::parse_redis_url(url) {
+        Some(mut parsed) => {
+            // Only fails for URLs without a host (unix sockets), which carry no user.
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        None => match url.rsplit_once('@') {
+            Some((_, host)) => format!("…@{host}"),
+            None => url.to_owned(),
+        },
+    }
 }
 
 /// `watch`: lists the locks every `interval` ms, showing those held or with waiters; a
@@ -184,6 +225,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
 /// `count` refreshes failed.
 async fn watch(
     client: &LockClient,
+    urls: &[String],
     name_prefix: &str,
     json: bool,
     interval: u64,
@@ -192,7 +234,7 @@ async fn watch(
     let interval = Duration::from_millis(interval.max(50));
     for refresh in 1.. {
         let last = count.is_some_and(|c| refresh >= c);
-        match client.list(name_prefix).await {
+        match client.list(name_prefix).await.map_err(|e| explain(e, urls)) {
             Ok(mut locks) => {
                 locks.retain(|l| l.is_held() || l.waiters() > 0);
                 render::watch_frame(json, &locks);
@@ -211,4 +253,19 @@ async fn watch(
         tokio::time::sleep(interval).await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn redacted_urls_keep_no_password() {
+        assert_eq!(
+            redacted("redis://ops:pa,ss@10.0.0.5:6379/2"),
+            "redis://10.0.0.5:6379/2"
+        );
+        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(redacted("nonsense:pw@host"), "…@host");
+    }
 }

@@ -25,7 +25,7 @@ async fn config_get(server: &RedisServer, key: &str) -> String {
 
 #[test]
 fn binary_is_available() {
-    assert!(redis_server_available(), "{}", crate::process::INSTALL_HINT);
+    assert!(redis_server_available(), "{}", crate::error::INSTALL_HINT);
 }
 
 #[tokio::test]
@@ -189,16 +189,75 @@ fn port_collision_is_reported_as_retryable() {
     match Proc::spawn(&server_bin(), &args, port, START_TIMEOUT) {
         Err(SpawnError::AddrInUse(_)) => {}
         Err(SpawnError::Fatal(msg)) => panic!("expected AddrInUse, got Fatal: {msg}"),
+        Err(SpawnError::CannotRun(e)) => panic!("expected AddrInUse, got CannotRun: {e}"),
         Ok(_) => panic!("redis-server started on a taken port"),
     }
 }
 
 #[test]
 fn missing_binary_explains_how_to_install() {
-    match Proc::spawn("/nonexistent/redis-server", &[], 1, START_TIMEOUT) {
-        Err(SpawnError::Fatal(msg)) => {
-            assert!(msg.contains("apt-get install redis-server"), "{msg}")
-        }
-        other => panic!("expected Fatal, got {:?}", other.map(|p| p.pid())),
-    }
+    let missing = StartError::CannotRun {
+        bin: "/nonexistent/redis-server".to_owned(),
+        source: match Proc::spawn("/nonexistent/redis-server", &[], 1, START_TIMEOUT) {
+            Err(SpawnError::CannotRun(e)) => e,
+            other => panic!("expected CannotRun, got {:?}", other.map(|p| p.pid())),
+        },
+    };
+    assert!(missing.is_not_installed());
+    let msg = missing.to_string();
+    assert!(msg.contains("apt-get install redis-server"), "{msg}");
+}
+
+#[tokio::test]
+async fn config_file_and_given_port() {
+    let port = crate::free_port();
+    let mut server = RedisServer::builder()
+        .config("maxmemory 2mb\nhz 15\n")
+        .arg("--hz")
+        .arg("25")
+        .port(port)
+        .start();
+    assert_eq!(server.port(), port);
+    assert_eq!(config_get(&server, "maxmemory").await, "2097152");
+    assert_eq!(
+        config_get(&server, "hz").await,
+        "25",
+        "arguments override the file"
+    );
+    server.restart();
+    assert_eq!(server.port(), port);
+    assert_eq!(config_get(&server, "maxmemory").await, "2097152");
+}
+
+#[test]
+fn command_runs_without_a_runtime() {
+    let server = RedisServer::start();
+    server.command::<()>(redis::cmd("SET").arg("k").arg("v"));
+    assert_eq!(server.command::<String>(redis::cmd("GET").arg("k")), "v");
+}
+
+#[test]
+fn a_sentinel_starts_from_its_config_file() {
+    let master = RedisServer::start();
+    let config = format!("sentinel monitor primary 127.0.0.1 {} 1\n", master.port());
+    let sentinel = RedisServer::builder()
+        .config(config)
+        .arg("--sentinel")
+        .start();
+    let master_addr: Vec<String> = sentinel.command(
+        redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg("primary"),
+    );
+    assert_eq!(master_addr, ["127.0.0.1", &master.port().to_string()]);
+}
+
+#[test]
+fn try_start_reports_a_server_that_exits() {
+    let err = RedisServer::builder()
+        .args(["--no-such-option", "1"])
+        .try_start()
+        .unwrap_err();
+    assert!(!err.is_not_installed());
+    assert!(err.to_string().contains("exited during startup"), "{err}");
 }

@@ -14,7 +14,11 @@ use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
 
-use crate::process::{free_ports, server_bin, Proc, SpawnError, TempDir};
+use crate::builder::RedisServerBuilder;
+use crate::error::StartError;
+use crate::ports::free_ports;
+use crate::process::{server_bin, Proc, SpawnError};
+use crate::temp_dir::TempDir;
 
 /// Upper bound for a server to start answering; generous for a loaded CI box.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,59 +52,6 @@ pub fn redis_url_for_tests() -> Option<String> {
         .filter(|url| !url.is_empty())
 }
 
-/// Configures a [`RedisServer`] before starting it.
-#[derive(Debug, Clone, Default)]
-pub struct RedisServerBuilder {
-    args: Vec<String>,
-    cluster: bool,
-}
-
-impl RedisServerBuilder {
-    /// Adds one extra command-line argument, e.g. `.arg("--maxmemory").arg("1mb")`.
-    ///
-    /// Extras go after the defaults (`--save "" --appendonly no --loglevel notice`)
-    /// so they can override them, but before `--port/--bind/--dir`, which
-    /// always win. Don't raise `--loglevel` to `warning`: readiness is detected
-    /// from the `notice`-level "Ready to accept connections" line.
-    pub fn arg(mut self, arg: impl Into<String>) -> Self {
-        self.args.push(arg.into());
-        self
-    }
-
-    /// Adds several extra command-line arguments (see [`Self::arg`]).
-    pub fn args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.args.extend(args.into_iter().map(Into::into));
-        self
-    }
-
-    /// Runs the server as a cluster node: `--cluster-enabled yes`, its
-    /// `nodes.conf` in the private dir and a free cluster bus port.
-    pub fn cluster_node(mut self) -> Self {
-        self.cluster = true;
-        self
-    }
-
-    /// Starts the server and waits until it answers PING.
-    ///
-    /// # Panics
-    /// If the binary is missing (the message says how to install it), or the
-    /// server exits or stays silent for 10 s.
-    pub fn start(self) -> RedisServer {
-        let dir = TempDir::new("distlock-redis")
-            .unwrap_or_else(|e| panic!("creating a temp dir for redis-server: {e}"));
-        let mut server = RedisServer {
-            port: 0,
-            // Placeholder: `launch` picks the real bus port with the port.
-            bus_port: self.cluster.then_some(0),
-            extra: self.args,
-            dir,
-            proc: None,
-        };
-        server.launch(true);
-        server
-    }
-}
-
 /// A private `redis-server` on `127.0.0.1:<free port>` without persistence,
 /// running in its own temp dir.
 ///
@@ -111,11 +62,15 @@ impl RedisServerBuilder {
 /// The control methods block the calling thread briefly (a few ms; bounded
 /// by 10 s), which is fine inside `#[tokio::test]`.
 pub struct RedisServer {
-    port: u16,
-    bus_port: Option<u16>,
-    extra: Vec<String>,
-    dir: TempDir,
-    proc: Option<Proc>,
+    pub(crate) port: u16,
+    /// The port was given ([`RedisServerBuilder::port`]): never replaced by another.
+    pub(crate) fixed_port: bool,
+    pub(crate) bus_port: Option<u16>,
+    /// `redis.conf` in `dir` is the first argument.
+    pub(crate) config: bool,
+    pub(crate) extra: Vec<String>,
+    pub(crate) dir: TempDir,
+    pub(crate) proc: Option<Proc>,
 }
 
 impl RedisServer {
@@ -144,7 +99,8 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// The private working directory (holds `nodes.conf` for cluster nodes).
+    /// The private working directory (holds `nodes.conf` for cluster nodes and the
+    /// [configuration file](RedisServerBuilder::config)).
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
@@ -185,6 +141,21 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("connecting to {}: {e}", self.url()))
     }
 
+    /// Runs one command on a new blocking connection (10 s timeouts) and returns its
+    /// reply: for setup outside async code, e.g. `server.command::<()>(redis::cmd("ACL")…)`.
+    ///
+    /// # Panics
+    /// If connecting or the command fails.
+    pub fn command<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        let mut conn = self
+            .client()
+            .get_connection_with_timeout(CONN_TIMEOUT)
+            .unwrap_or_else(|e| panic!("connecting to {}: {e}", self.url()));
+        conn.set_read_timeout(Some(CONN_TIMEOUT))
+            .and_then(|()| cmd.query(&mut conn))
+            .unwrap_or_else(|e| panic!("{cmd:?} on {}: {e}", self.url()))
+    }
+
     /// Graceful shutdown: SIGTERM, SIGKILL after 10 s, then reap. No-op if
     /// not running. Data is gone (no persistence).
     pub fn stop(&mut self) {
@@ -207,7 +178,7 @@ impl RedisServer {
     /// If the port stays taken by another process for ~2 s or startup fails.
     pub fn restart(&mut self) {
         self.kill();
-        self.launch(false);
+        self.launch(false).unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// Freezes the process (SIGSTOP): connections stay open but nothing is
@@ -235,20 +206,25 @@ impl RedisServer {
             .unwrap_or_else(|| panic!("{what}: redis-server on port {} is not running", self.port))
     }
 
-    /// Spawns the process, retrying while the port is taken: on fresh ports
-    /// for a first start, or on the same port after a short wait for a restart.
-    fn launch(&mut self, fresh_ports: bool) {
+    /// Spawns the process, retrying while the port is taken: on fresh ports for a first
+    /// start, or on the same port after a short wait for a restart or a given port.
+    pub(crate) fn launch(&mut self, first: bool) -> Result<(), StartError> {
+        let fresh_ports = first && !self.fixed_port;
         let attempts = if fresh_ports {
             PORT_ATTEMPTS
         } else {
             RESTART_ATTEMPTS
         };
         let mut last_error = String::new();
-        for _ in 0..attempts {
+        for attempt in 0..attempts {
             if fresh_ports {
-                let ports = free_ports(2).unwrap_or_else(|e| panic!("picking free ports: {e}"));
+                let ports = pick_ports(2)?;
                 self.port = ports[0];
                 self.bus_port = self.bus_port.map(|_| ports[1]);
+            } else if first && attempt == 0 && self.bus_port.is_some() {
+                // A given port: only the bus port is ours to pick (once: it must not move).
+                let ports = pick_ports(2)?;
+                self.bus_port = ports.into_iter().find(|&p| p != self.port);
             }
             match Proc::spawn(
                 &server_bin(),
@@ -258,24 +234,32 @@ impl RedisServer {
             ) {
                 Ok(proc) => {
                     self.proc = Some(proc);
-                    return;
+                    return Ok(());
                 }
                 Err(SpawnError::AddrInUse(msg)) => last_error = msg,
-                Err(SpawnError::Fatal(msg)) => panic!("{msg}"),
+                Err(SpawnError::CannotRun(source)) => {
+                    let bin = server_bin();
+                    return Err(StartError::CannotRun { bin, source });
+                }
+                Err(SpawnError::Fatal(msg)) => return Err(StartError::Failed(msg)),
             }
             if !fresh_ports {
                 // Someone else holds our port; no event tells us when it's freed.
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
-        panic!("redis-server: port taken on all {attempts} attempts; last error: {last_error}")
+        Err(StartError::Failed(format!(
+            "redis-server: port taken on all {attempts} attempts; last error: {last_error}"
+        )))
     }
 
     fn command_line(&self) -> Vec<String> {
         let dir = self.dir.path().display().to_string();
-        let mut args: Vec<String> = ["--save", "", "--appendonly", "no", "--loglevel", "notice"]
-            .map(String::from)
-            .into();
+        // A configuration file must come first; every argument after it overrides it.
+        let config =
+            (self.config).then(|| self.dir.path().join("redis.conf").display().to_string());
+        let mut args: Vec<String> = config.into_iter().collect();
+        args.extend(["--save", "", "--appendonly", "no", "--loglevel", "notice"].map(String::from));
         args.extend(self.extra.iter().cloned());
         if let Some(bus_port) = self.bus_port {
             let conf = self.dir.path().join("nodes.conf").display().to_string();
@@ -321,6 +305,10 @@ impl fmt::Debug for RedisServer {
             .field("dir", &self.dir.path())
             .finish()
     }
+}
+
+fn pick_ports(n: usize) -> Result<Vec<u16>, StartError> {
+    free_ports(n).map_err(|e| StartError::Failed(format!("picking free ports: {e}")))
 }
 
 #[cfg(test)]

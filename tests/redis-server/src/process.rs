@@ -1,12 +1,10 @@
-//! Low-level plumbing for [`crate::server`]: spawning `redis-server`, capturing
-//! its log, signals, free ports and private temp dirs. Internal to the crate.
+//! Low-level plumbing for [`crate::RedisServer`]: spawning `redis-server`, capturing its
+//! log, readiness, signals. Internal to the crate.
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::process::{Child, Command};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -17,6 +15,8 @@ use nix::unistd::Pid;
 const LOG_LINES: usize = 200;
 /// Redis prints this (at `notice` level) once its listening sockets are up.
 const READY_LINE: &str = "Ready to accept connections";
+/// A Sentinel prints no such line; this one comes once it listens and runs.
+const SENTINEL_READY_LINE: &str = "Sentinel ID is";
 /// Redis prints this when the port (or cluster bus port) is taken.
 const IN_USE_LINE: &str = "Address already in use";
 
@@ -25,26 +25,11 @@ pub(crate) fn server_bin() -> String {
     std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_owned())
 }
 
-/// Shown whenever the binary can't be run, so the fix is obvious.
-pub(crate) const INSTALL_HINT: &str = "redis-server is needed by the tests: install it with \
-     `apt-get install redis-server` or point $REDIS_SERVER_BIN at the binary";
-
-/// Returns `n` distinct loopback ports that were free a moment ago. Ports can
-/// be stolen before redis binds them; callers retry on `Address already in use`.
-pub(crate) fn free_ports(n: usize) -> io::Result<Vec<u16>> {
-    // Hold every listener until all are picked so the ports are distinct.
-    let listeners = (0..n)
-        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-        .collect::<io::Result<Vec<_>>>()?;
-    listeners
-        .iter()
-        .map(|l| Ok(l.local_addr()?.port()))
-        .collect()
-}
-
 /// Why a spawn attempt failed.
 #[derive(Debug)]
 pub(crate) enum SpawnError {
+    /// The binary could not be run at all.
+    CannotRun(io::Error),
     /// The port (or bus port) was taken: retrying on another port may help.
     AddrInUse(String),
     /// Anything else; the message includes the server log.
@@ -74,7 +59,7 @@ impl Log {
 
     fn push(&self, line: String) {
         let mut st = self.lock();
-        st.ready |= line.contains(READY_LINE);
+        st.ready |= line.contains(READY_LINE) || line.contains(SENTINEL_READY_LINE);
         if st.lines.len() == LOG_LINES {
             st.lines.pop_front();
         }
@@ -123,8 +108,7 @@ impl Proc {
         timeout: Duration,
     ) -> Result<Proc, SpawnError> {
         let log = Arc::new(Log::default());
-        let child = spawn_logged(bin, args, &log)
-            .map_err(|e| SpawnError::Fatal(format!("cannot run `{bin}`: {e}. {INSTALL_HINT}")))?;
+        let child = spawn_logged(bin, args, &log).map_err(SpawnError::CannotRun)?;
         let mut proc = Proc { child, log };
         match proc.wait_ready(port, Instant::now() + timeout) {
             Ok(()) => Ok(proc),
@@ -294,37 +278,5 @@ fn ping_once(port: u16) -> io::Result<()> {
         other => Err(io::Error::other(format!(
             "unexpected PING reply byte {other:#x}"
         ))),
-    }
-}
-
-/// A fresh private directory, removed (with its contents) on drop.
-#[derive(Debug)]
-pub(crate) struct TempDir(PathBuf);
-
-impl TempDir {
-    pub(crate) fn new(prefix: &str) -> io::Result<TempDir> {
-        static SEQ: AtomicUsize = AtomicUsize::new(0);
-        let base = std::env::temp_dir();
-        // Bounded: a name only collides with leftovers of an earlier run with our pid.
-        for _ in 0..1000 {
-            let n = SEQ.fetch_add(1, Ordering::Relaxed);
-            let path = base.join(format!("{prefix}-{}-{n}", std::process::id()));
-            match std::fs::create_dir(&path) {
-                Ok(()) => return Ok(TempDir(path)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(io::Error::other("could not create a unique temp dir"))
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
