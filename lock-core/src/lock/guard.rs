@@ -11,13 +11,13 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use crate::config::check_request_lease;
+use crate::client::config::check_request_lease;
 use crate::error::LockError;
-use crate::held::{finish_in_background, Held};
-use crate::name::LockName;
-use crate::quorum::{renewal, Renewal};
-use crate::scope::LockInfo;
-use crate::scripts;
+use crate::lock::held::{finish_in_background, Held};
+use crate::lock::quorum::{renewal, Renewal};
+use crate::lock::scope::LockInfo;
+use crate::protocol::name::LockName;
+use crate::protocol::scripts;
 
 /// Proof of a held lock. Owned, `Send` and `'static`: keep it in a struct, move it into a
 /// task, hold it across `.await`s.

@@ -8,8 +8,6 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::config::LockClientBuilder;
-
 /// Separates the fields of the encoded metadata (the Lua side splits on it).
 const SEP: char = '\u{1f}';
 /// Longest recorded value, in bytes: keeps queue entries and records small.
@@ -18,9 +16,9 @@ const MAX_VALUE: usize = 200;
 /// What this client records about its holds.
 #[derive(Clone, Debug)]
 pub(crate) struct HolderConfig {
-    service: String,
-    host: String,
-    enabled: bool,
+    pub(crate) service: String,
+    pub(crate) host: String,
+    pub(crate) enabled: bool,
 }
 
 impl Default for HolderConfig {
@@ -52,39 +50,6 @@ impl HolderConfig {
         .map(|v| clean(v))
         .collect::<Vec<_>>()
         .join(&SEP.to_string())
-    }
-}
-
-/// Holder metadata settings (see [`HolderInfo`]).
-impl LockClientBuilder {
-    /// The service name recorded with every lock this client takes, shown by
-    /// [`LockClient::inspect`](crate::LockClient::inspect), the `distlock` CLI and in
-    /// [`LockError::WaitTimeout`](crate::LockError::WaitTimeout) messages of other clients.
-    ///
-    /// # Default
-    /// `$DISTLOCK_SERVICE`, else the executable's file name.
-    pub fn service_name(mut self, service: impl Into<String>) -> Self {
-        self.config.holder.service = service.into();
-        self
-    }
-
-    /// The host name recorded with every lock this client takes.
-    ///
-    /// # Default
-    /// `$HOSTNAME`, else the kernel's host name, else `unknown`.
-    pub fn holder_host(mut self, host: impl Into<String>) -> Self {
-        self.config.holder.host = host.into();
-        self
-    }
-
-    /// Whether this client records holder metadata at all.
-    ///
-    /// # Default
-    /// `true`. The record costs one small string per held lock, written by the scripts that
-    /// take, renew and release the lock (no extra round trip).
-    pub fn record_holder(mut self, record: bool) -> Self {
-        self.config.holder.enabled = record;
-        self
     }
 }
 
@@ -123,7 +88,7 @@ impl HolderInfo {
         &self.owner
     }
 
-    /// The holder's service name (see [`LockClientBuilder::service_name`]).
+    /// The holder's service name (see [`LockClientBuilder::service_name`](crate::LockClientBuilder::service_name)).
     pub fn service(&self) -> &str {
         &self.service
     }

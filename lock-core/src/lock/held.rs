@@ -8,14 +8,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::client::ClientInner;
+use crate::client::handle::ClientInner;
 use crate::error::LockError;
+use crate::lock::quorum::Renewal;
+use crate::lock::scope::Scope;
+use crate::lock::time::{drift, later};
 use crate::metrics::{self, Family};
-use crate::name::{LockKeys, LockName};
-use crate::quorum::Renewal;
-use crate::scope::Scope;
-use crate::scripts;
-use crate::time::{drift, later};
+use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::scripts;
 
 /// One hold of a lock by one owner. Reentrant guards of a scope share it.
 #[derive(Debug)]
@@ -194,7 +194,7 @@ impl Held {
     }
 
     /// Resolves once the hold ended by loss or release (the local lease deadline is
-    /// watched by [`Lost`](crate::guard::Lost), which calls [`mark_lost`](Self::mark_lost)).
+    /// watched by [`Lost`](crate::lock::guard::Lost), which calls [`mark_lost`](Self::mark_lost)).
     pub(crate) fn ended_signal(&self) -> WaitForCancellationFutureOwned {
         self.ended.clone().cancelled_owned()
     }

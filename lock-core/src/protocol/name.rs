@@ -2,8 +2,6 @@
 
 use std::fmt;
 
-use crate::error::LockError;
-
 /// The name of a lock: any bytes the application chooses.
 ///
 /// Names are encoded before they reach Redis so that no byte in a name can move the lock to
@@ -15,7 +13,7 @@ use crate::error::LockError;
 ///
 /// A name that is empty or longer than the client's limit (see
 /// [`LockClientBuilder::max_name_len`](crate::LockClientBuilder::max_name_len)) is rejected
-/// with [`LockError::InvalidName`].
+/// with [`LockError::InvalidName`](crate::LockError::InvalidName).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct LockName(Vec<u8>);
 
@@ -28,6 +26,20 @@ impl LockName {
     /// The raw bytes of the name, as the application gave them.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
+    }
+
+    /// Why this name cannot be a lock's (empty, or longer than `max_len` bytes), if so.
+    pub(crate) fn invalid_reason(&self, max_len: usize) -> Option<String> {
+        if self.0.is_empty() {
+            Some("a lock name must not be empty".to_owned())
+        } else if self.0.len() > max_len {
+            Some(format!(
+                "{} bytes is longer than the limit of {max_len} bytes",
+                self.0.len()
+            ))
+        } else {
+            None
+        }
     }
 }
 
@@ -107,12 +119,12 @@ pub(crate) struct LockKeys {
 }
 
 impl LockKeys {
-    /// Derives the keys of `name` under `prefix` (already validated brace-free).
-    pub(crate) fn new(prefix: &str, name: &LockName, max_len: usize) -> Result<Self, LockError> {
-        validate(name, max_len)?;
+    /// Derives the keys of `name` under `prefix` (already validated brace-free; the name is
+    /// checked with [`LockName::invalid_reason`] first).
+    pub(crate) fn new(prefix: &str, name: &LockName) -> Self {
         let mut lock = prefix.as_bytes().to_vec();
         encode_into(&mut lock, name.as_bytes());
-        Ok(Self::for_key(lock))
+        Self::for_key(lock)
     }
 
     /// The keys of the lock whose Redis key is `lock` (as found by a scan).
@@ -126,23 +138,6 @@ impl LockKeys {
             lock,
         }
     }
-}
-
-fn validate(name: &LockName, max_len: usize) -> Result<(), LockError> {
-    let reason = if name.0.is_empty() {
-        "a lock name must not be empty".to_owned()
-    } else if name.0.len() > max_len {
-        format!(
-            "{} bytes is longer than the limit of {max_len} bytes",
-            name.0.len()
-        )
-    } else {
-        return Ok(());
-    };
-    Err(LockError::InvalidName {
-        name: name.clone(),
-        reason,
-    })
 }
 
 /// `<prefix>{<lock key>}`: the lock key has no braces, so it is the whole hash tag.
@@ -204,7 +199,7 @@ mod tests {
     use super::*;
 
     fn keys(name: &[u8]) -> LockKeys {
-        LockKeys::new("p:", &LockName::from(name), 1024).unwrap()
+        LockKeys::new("p:", &LockName::from(name))
     }
 
     #[test]
@@ -249,9 +244,10 @@ mod tests {
     #[test]
     fn empty_and_long_names_are_rejected() {
         let long = LockName::from(vec![b'x'; 10_000]);
-        let err = LockKeys::new("", &long, 1024).unwrap_err();
-        assert!(err.to_string().contains("10000 bytes"), "{err}");
-        assert!(LockKeys::new("", &LockName::from(""), 1024).is_err());
+        let reason = long.invalid_reason(1024).unwrap();
+        assert!(reason.contains("10000 bytes"), "{reason}");
+        assert!(LockName::from("").invalid_reason(1024).is_some());
+        assert_eq!(LockName::from("x").invalid_reason(1), None);
     }
 
     #[test]

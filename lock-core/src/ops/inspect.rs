@@ -2,18 +2,17 @@
 
 use std::time::Duration;
 
-use futures_util::stream::{self, StreamExt};
 use redis::Value;
 
-use crate::client::LockClient;
+use crate::client::handle::ClientInner;
 use crate::error::LockError;
-use crate::metadata::HolderInfo;
-use crate::name::{decode, encode_into, LockKeys, LockName};
-use crate::scan::glob_escape;
-use crate::scripts;
+
+use crate::protocol::holder::HolderInfo;
+use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::scripts;
 
 /// A snapshot of one lock in Redis, taken atomically by
-/// [`LockClient::inspect`] or [`LockClient::list`].
+/// [`LockClient::inspect`](crate::LockClient::inspect) or [`LockClient::list`](crate::LockClient::list).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockState {
     name: LockName,
@@ -78,133 +77,32 @@ impl LockState {
     }
 }
 
-/// Locks [`LockClient::list`] reads at once.
-const LIST_IN_FLIGHT: usize = 64;
-
-impl LockClient {
-    /// Reads the lock `name` as it is in Redis now: holder, hold count, remaining lease,
-    /// fencing token, waiters and the holder's metadata. Takes no lock.
-    ///
-    /// Under Redlock every node is read and the lock is held only by an owner a quorum of
-    /// them agrees on (shortest remaining lease among them, highest fencing token of all);
-    /// a minority of nodes that does not answer is skipped.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidName`], and the Redis errors.
-    ///
-    /// # Cancel safety
-    /// Read-only: dropping the future changes nothing.
-    pub async fn inspect(&self, name: impl Into<LockName>) -> Result<LockState, LockError> {
-        let name = name.into();
-        let config = &self.inner.config;
-        let keys = LockKeys::new(&config.key_prefix, &name, config.max_name_len)?;
-        Ok(self.state(name, keys).await?.0)
-    }
-
-    /// Every lock under this client's key prefix whose name starts with `name_prefix`
-    /// (`""` for all), held or not, sorted by key. Glob characters in `name_prefix` match
-    /// only themselves. Uses SCAN (never KEYS), on every master of a Cluster and every
-    /// Redlock node.
-    ///
-    /// With an empty key prefix (Redisson interop) every hash of the database is a
-    /// candidate (distlock's own bookkeeping keys are no hashes).
-    ///
-    /// # Errors
-    /// The Redis errors.
-    ///
-    /// # Cancel safety
-    /// Read-only: dropping the future changes nothing.
-    pub async fn list(&self, name_prefix: &str) -> Result<Vec<LockState>, LockError> {
-        let prefix = self.inner.config.key_prefix.as_bytes();
-        let mut wanted = prefix.to_vec();
-        encode_into(&mut wanted, name_prefix.as_bytes());
-        let mut pattern = glob_escape(&wanted);
-        pattern.push(b'*');
-        let keys = self.inner.scan_keys(&pattern).await?;
-        let mut states = stream::iter(keys)
-            .map(|key| {
-                let name = LockName::from(decode(&key[prefix.len()..]));
-                self.state(name, LockKeys::for_key(key))
-            })
-            // In order, a bounded number in flight: a large keyspace neither floods the
-            // connection nor holds every answer at once.
-            .buffered(LIST_IN_FLIGHT);
-        let mut locks = Vec::new();
-        while let Some(state) = states.next().await {
-            // A key deleted or replaced since the scan is no lock.
-            if let (state, true) = state? {
-                locks.push(state);
+/// The state of one lock, and whether its key is a hash (a lock) at all. Under Redlock
+/// every node is read (see [`combine`]); a minority that does not answer is skipped.
+pub(crate) async fn state(
+    client: &ClientInner,
+    name: LockName,
+    keys: LockKeys,
+) -> Result<(LockState, bool), LockError> {
+    let call = scripts::inspect(&keys);
+    let answers = client
+        .eval_each::<Vec<Value>>(&name, client.config.lease, call)
+        .await;
+    let nodes = answers.len();
+    let mut states = Vec::with_capacity(nodes);
+    let mut first_error = None;
+    for answer in answers {
+        match answer {
+            Ok(answer) => states.push(parse_state(&name, &keys, answer)),
+            Err(error) => {
+                first_error.get_or_insert(error);
             }
         }
-        Ok(locks)
     }
-
-    /// Deletes the lock `name` whoever holds it, for operators: its holder record goes too,
-    /// the next queued waiter gets the lock (or every waiter is woken), and the former
-    /// holder's guard reports the lock lost at its next renewal. Mutual exclusion is broken
-    /// for the former holder's remaining work: use it on stuck holders only.
-    ///
-    /// Answers `false` when the lock was not held.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidName`], and the Redis errors.
-    ///
-    /// # Cancel safety
-    /// Dropped after the call was sent, the lock may or may not have been released:
-    /// [`inspect`](Self::inspect) tells.
-    pub async fn force_release(&self, name: impl Into<LockName>) -> Result<bool, LockError> {
-        let name = name.into();
-        let config = &self.inner.config;
-        let keys = LockKeys::new(&config.key_prefix, &name, config.max_name_len)?;
-        // Every node: a Redlock lock lives on a majority of them.
-        let call = scripts::force_release(&keys, config.publish);
-        let mut released = false;
-        let mut first_error = None;
-        for answer in self
-            .inner
-            .eval_each::<i64>(&name, self.inner.config.lease, call)
-            .await
-        {
-            match answer {
-                Ok(outcome) => released |= outcome > 0,
-                Err(error) => {
-                    first_error.get_or_insert(error);
-                }
-            }
-        }
-        if let (false, Some(error)) = (released, first_error) {
-            return Err(error);
-        }
-        if released {
-            tracing::warn!(lock = %name, "force-released by an operator");
-        }
-        Ok(released)
-    }
-
-    /// The state of one lock, and whether its key is a hash (a lock) at all. Under Redlock
-    /// every node is read (see [`combine`]); a minority that does not answer is skipped.
-    async fn state(&self, name: LockName, keys: LockKeys) -> Result<(LockState, bool), LockError> {
-        let call = scripts::inspect(&keys);
-        let answers = self
-            .inner
-            .eval_each::<Vec<Value>>(&name, self.inner.config.lease, call)
-            .await;
-        let nodes = answers.len();
-        let mut states = Vec::with_capacity(nodes);
-        let mut first_error = None;
-        for answer in answers {
-            match answer {
-                Ok(answer) => states.push(parse_state(&name, &keys, answer)),
-                Err(error) => {
-                    first_error.get_or_insert(error);
-                }
-            }
-        }
-        let quorum = self.inner.quorum();
-        match first_error {
-            Some(error) if states.len() < quorum => Err(error),
-            _ => Ok(combine(states, quorum)),
-        }
+    let quorum = client.quorum();
+    match first_error {
+        Some(error) if states.len() < quorum => Err(error),
+        _ => Ok(combine(states, quorum)),
     }
 }
 

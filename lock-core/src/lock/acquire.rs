@@ -6,22 +6,22 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::ClientInner;
-use crate::config::check_request_lease;
+use crate::client::config::check_request_lease;
+use crate::client::handle::ClientInner;
 use crate::error::LockError;
-use crate::guard::LockGuard;
-use crate::held::{Acquired, Held};
-use crate::metadata::HolderInfo;
+use crate::lock::guard::LockGuard;
+use crate::lock::held::{Acquired, Held};
+use crate::lock::pending::{leave, Pending};
+use crate::lock::quorum::AcquireTally;
+use crate::lock::replicas::replicated;
+use crate::lock::request::LockRequest;
+use crate::lock::scope::{next_owner_number, Scope};
+use crate::lock::time::{drift, later};
 use crate::metrics::{self, Family};
-use crate::name::{LockKeys, LockName};
-use crate::pending::{leave, Pending};
-use crate::quorum::AcquireTally;
-use crate::replicas::replicated;
-use crate::request::LockRequest;
-use crate::scope::{next_owner_number, Scope};
-use crate::scripts;
-use crate::time::{drift, later};
-use crate::waiters::{Subscription, Wake};
+use crate::protocol::holder::HolderInfo;
+use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::scripts;
+use crate::transport::waiters::{Subscription, Wake};
 
 /// Pause before retrying a lock that has no TTL (set by someone else without expiry).
 const NO_TTL_RETRY: Duration = Duration::from_millis(100);
@@ -53,7 +53,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let lease = request.lease.unwrap_or(inner.config.lease);
     let name = request.name;
     check_request_lease(&name, lease)?;
-    let keys = LockKeys::new(&inner.config.key_prefix, &name, inner.config.max_name_len)?;
+    let keys = inner.keys(&name)?;
     let scope = Scope::current();
     if let Some(held) = scope
         .as_ref()
@@ -119,14 +119,14 @@ fn reentered(held: Arc<Held>) -> Result<LockGuard, LockError> {
 }
 
 /// One acquisition's attempts: what they send, and what the clean-up guard needs.
-pub(crate) struct Attempter<'a> {
-    pub(crate) inner: &'a Arc<ClientInner>,
+struct Attempter<'a> {
+    inner: &'a Arc<ClientInner>,
     name: &'a LockName,
-    pub(crate) keys: &'a LockKeys,
-    pub(crate) owner: String,
-    pub(crate) lease: Duration,
+    keys: &'a LockKeys,
+    owner: String,
+    lease: Duration,
     /// Holder metadata, sent with every attempt (and so part of the queue entry).
-    pub(crate) meta: String,
+    meta: String,
     family: &'a Family,
     /// Set when an attempt found the lock busy.
     contended: AtomicBool,
@@ -146,7 +146,7 @@ impl Attempter<'_> {
             WAITER_TTL
         };
         // Until disarmed, dropping this leaves the queue or undoes an unseen acquisition.
-        let pending = Pending::new(self);
+        let pending = Pending::new(self.inner, self.keys, &self.owner, self.lease, &self.meta);
         // Another waiter of this client already listens on the channel: join it before the
         // first attempt, so that a busy answer needs no retry after subscribing.
         let mut subscription: Option<Subscription> = match wait {

@@ -12,7 +12,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, Sl
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 use tokio::sync::OnceCell;
 
-use crate::sentinel::SentinelConn;
+use crate::transport::sentinel::SentinelConn;
 
 /// A cheap-to-clone handle to the client's Redis.
 #[derive(Clone)]

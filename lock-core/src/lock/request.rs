@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
-use crate::acquire;
-use crate::client::LockClient;
+use crate::client::handle::LockClient;
 use crate::error::LockError;
-use crate::guard::LockGuard;
+use crate::lock::acquire;
+use crate::lock::guard::LockGuard;
+use crate::lock::scope::{scope, with_lock_info};
 use crate::metrics::{Family, DEFAULT_FAMILY};
-use crate::name::LockName;
-use crate::scope::{scope, with_lock_info};
+use crate::protocol::name::LockName;
 
 /// What [`LockRequest::run`] does with the guarded work when the lock is lost.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

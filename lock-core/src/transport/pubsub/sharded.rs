@@ -19,8 +19,7 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::pubsub::{idle_for, next_command, pubsub_call, MAX_BACKOFF, PING_EVERY};
-use crate::waiters::{Command, Shared};
+use super::{idle_for, next_command, pubsub_call, Command, Shared, MAX_BACKOFF, PING_EVERY};
 
 /// The sharded pub/sub task of one client.
 pub(crate) struct Sharded {

@@ -11,12 +11,12 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::ClientInner;
+use crate::client::handle::ClientInner;
 use crate::error::LockError;
-use crate::held::Held;
-use crate::quorum::renewal;
-use crate::scripts;
-use crate::time::later;
+use crate::lock::held::Held;
+use crate::lock::quorum::renewal;
+use crate::lock::time::later;
+use crate::protocol::scripts;
 use redis::cluster_routing::Slot;
 
 /// Locks per renewal script: keeps each script short so Redis never stalls on one.

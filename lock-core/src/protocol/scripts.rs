@@ -15,9 +15,9 @@
 //! A waiter's member is `<lease ms>|<owner>|<metadata>`, so a hand-off can set the waiter's
 //! own lease and holder record (owners never contain `|`; only the first two count, and a
 //! member without metadata is accepted). Metadata is service, host, pid and request id
-//! joined by byte 31 ([`crate::metadata`] keeps control bytes out of the values).
+//! joined by byte 31 ([`crate::protocol::holder`] keeps control bytes out of the values).
 //! Every script touches only keys of one lock, all in one slot (see
-//! [`LockKeys`](crate::name::LockKeys)). `redis::Script` sends EVALSHA and loads the
+//! [`LockKeys`](crate::protocol::name::LockKeys)). `redis::Script` sends EVALSHA and loads the
 //! script on NOSCRIPT, so a `SCRIPT FLUSH` or a restart is survived.
 
 use std::sync::LazyLock;
@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::name::LockKeys;
+use crate::protocol::name::LockKeys;
 
 /// Shared Lua: the Redis clock, fencing tokens, holder records, and handing a free lock to
 /// the first live waiter.
@@ -421,4 +421,35 @@ fn member(lease: Duration, owner: &str, meta: &str) -> String {
 /// Milliseconds for Redis arguments (leases are validated to fit).
 pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The owner and fencing token of a grant message, `distlock:grant:<owner>:<token>` (owners
+/// contain `:` themselves, tokens do not).
+pub(crate) fn parse_grant(payload: &[u8]) -> Option<(&str, u64)> {
+    let grant = std::str::from_utf8(payload.strip_prefix(GRANT_PREFIX)?).ok()?;
+    let (owner, token) = grant.rsplit_once(':')?;
+    Some((owner, token.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_name_the_owner_and_token() {
+        let owner = "3db65fe7-939f-4757-93a2-a2f87f354cca:17";
+        let grant = format!("distlock:grant:{owner}:1795436339923456");
+        assert_eq!(
+            parse_grant(grant.as_bytes()),
+            Some((owner, 1_795_436_339_923_456))
+        );
+    }
+
+    #[test]
+    fn unreadable_grants_are_none() {
+        // What Lua's `..` once made of a token above 10^14.
+        assert_eq!(parse_grant(b"distlock:grant:u:1:1.7954357565964e+15"), None);
+        assert_eq!(parse_grant(b"0"), None);
+        assert_eq!(parse_grant(b"distlock:grant:no-token"), None);
+    }
 }

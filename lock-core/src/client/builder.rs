@@ -1,45 +1,14 @@
-//! Client settings: defaults, setters and validation.
+//! The client's builder: every setting with its default and setter, validation, and
+//! `build`.
 
 use std::time::Duration;
 
+use crate::client::config::{self, check_lease, Config};
+use crate::client::handle::LockClient;
 use crate::error::LockError;
-use crate::name::LockName;
-use crate::scripts::Publish;
-
-/// Where the locks live.
-#[derive(Clone, Debug)]
-pub(crate) enum Topology {
-    /// One Redis server (or a proxy in front of one).
-    Single(String),
-    /// A Redis Cluster, found through these seed nodes.
-    Cluster(Vec<String>),
-    /// Independent masters, locked by majority (Redlock).
-    Redlock(Vec<String>),
-    /// The master that these Sentinels name for `service`.
-    Sentinel {
-        sentinels: Vec<String>,
-        service: String,
-    },
-}
-
-/// Validated settings of a [`LockClient`](crate::LockClient).
-#[derive(Clone, Debug)]
-pub(crate) struct Config {
-    pub(crate) key_prefix: String,
-    pub(crate) lease: Duration,
-    pub(crate) watchdog_interval: Duration,
-    pub(crate) wait: Option<Duration>,
-    pub(crate) command_timeout: Duration,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) max_name_len: usize,
-    pub(crate) max_hold: Option<Duration>,
-    pub(crate) min_replicas: Option<(usize, Duration)>,
-    pub(crate) holder: crate::metadata::HolderConfig,
-    /// Sharded pub/sub on a Cluster (ignored elsewhere).
-    pub(crate) sharded_pubsub: bool,
-    /// How release messages are published (derived from the topology and the above).
-    pub(crate) publish: Publish,
-}
+use crate::protocol::holder::HolderConfig;
+use crate::protocol::scripts::Publish;
+use crate::transport::connect::Topology;
 
 /// Builds a [`LockClient`](crate::LockClient). Every setting has a documented default.
 ///
@@ -76,10 +45,10 @@ impl LockClientBuilder {
     /// Default longest lock name, in bytes.
     pub const DEFAULT_MAX_NAME_LEN: usize = 1024;
     /// Shortest lease accepted: below this, clock drift and round trips eat the lease.
-    pub const MIN_LEASE: Duration = Duration::from_millis(10);
+    pub const MIN_LEASE: Duration = config::MIN_LEASE;
     /// Longest lease accepted (a year): a lock meant to outlive its holder's crash by more
     /// than that is a configuration mistake, and the local deadlines stay exact below it.
-    pub const MAX_LEASE: Duration = Duration::from_secs(86_400 * 365);
+    pub const MAX_LEASE: Duration = config::MAX_LEASE;
 
     pub(crate) fn new(topology: Topology) -> Self {
         Self {
@@ -94,7 +63,7 @@ impl LockClientBuilder {
                 max_name_len: Self::DEFAULT_MAX_NAME_LEN,
                 max_hold: None,
                 min_replicas: None,
-                holder: crate::metadata::HolderConfig::default(),
+                holder: HolderConfig::default(),
                 sharded_pubsub: true,
                 publish: Publish::Plain,
             },
@@ -236,6 +205,51 @@ impl LockClientBuilder {
         self
     }
 
+    // Holder metadata (see [`HolderInfo`](crate::HolderInfo)).
+
+    /// The service name recorded with every lock this client takes, shown by
+    /// [`LockClient::inspect`](crate::LockClient::inspect), the `distlock` CLI and in
+    /// [`LockError::WaitTimeout`](crate::LockError::WaitTimeout) messages of other clients.
+    ///
+    /// # Default
+    /// `$DISTLOCK_SERVICE`, else the executable's file name.
+    pub fn service_name(mut self, service: impl Into<String>) -> Self {
+        self.config.holder.service = service.into();
+        self
+    }
+
+    /// The host name recorded with every lock this client takes.
+    ///
+    /// # Default
+    /// `$HOSTNAME`, else the kernel's host name, else `unknown`.
+    pub fn holder_host(mut self, host: impl Into<String>) -> Self {
+        self.config.holder.host = host.into();
+        self
+    }
+
+    /// Whether this client records holder metadata at all.
+    ///
+    /// # Default
+    /// `true`. The record costs one small string per held lock, written by the scripts that
+    /// take, renew and release the lock (no extra round trip).
+    pub fn record_holder(mut self, record: bool) -> Self {
+        self.config.holder.enabled = record;
+        self
+    }
+
+    /// Checks the settings and creates the client. Connections are made lazily, so a Redis
+    /// that is not up yet does not fail start-up; the first lock call reports it.
+    ///
+    /// `redis://`, `rediss://` (TLS) and `redis://user:password@host` (ACL) URLs work.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for a bad setting or URL, or when called outside a Tokio
+    /// runtime (the client runs background tasks).
+    pub fn build(self) -> Result<LockClient, LockError> {
+        let config = self.validated()?;
+        LockClient::start(&self.topology, self.tls.as_ref(), config)
+    }
+
     /// Checks every setting and returns the final configuration.
     pub(crate) fn validated(&self) -> Result<Config, LockError> {
         let mut config = self.config.clone();
@@ -304,30 +318,6 @@ fn empty_tls() -> redis::TlsCertificates {
         client_tls: None,
         root_cert: None,
     }
-}
-
-/// [`check_lease`] for a lease given to one request (or an extension) of the lock `name`.
-pub(crate) fn check_request_lease(name: &LockName, lease: Duration) -> Result<(), LockError> {
-    check_lease(lease).map_err(|reason| LockError::InvalidRequest {
-        name: name.clone(),
-        reason,
-    })
-}
-
-/// Rejects leases that are zero, too short to be safe, or longer than a year, saying why.
-pub(crate) fn check_lease(lease: Duration) -> Result<(), String> {
-    let (min, max) = (LockClientBuilder::MIN_LEASE, LockClientBuilder::MAX_LEASE);
-    if lease < min {
-        return Err(format!(
-            "lease {lease:?} is shorter than the minimum {min:?}"
-        ));
-    }
-    if lease > max {
-        return Err(format!(
-            "lease {lease:?} is longer than the maximum {max:?}"
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use crate::client::LockClient;
+use crate::client::handle::LockClient;
 use crate::error::LockError;
 
 static DEFAULT: OnceLock<LockClient> = OnceLock::new();

@@ -8,105 +8,13 @@
 //! runs out, and after a pub/sub reconnect every waiter is woken to retry (messages may have
 //! been missed while disconnected; a retry finds a grant, since acquiring is idempotent).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::pubsub::{self, PubSubSource};
-use crate::scripts::GRANT_PREFIX;
-
-#[derive(Debug)]
-struct Channel {
-    wake: watch::Sender<u64>,
-    waiters: usize,
-    /// Redis confirmed the subscription on the current connection: from now on no message
-    /// on it is missed (a reconnect wakes every waiter, which retries).
-    live: bool,
-}
-
-pub(crate) enum Command {
-    Subscribe(Vec<u8>),
-    Unsubscribe(Vec<u8>),
-    /// Answered once every earlier command ran: `true` when they ran on a live connection.
-    Barrier(oneshot::Sender<bool>),
-}
-
-#[derive(Debug)]
-pub(crate) struct Shared {
-    channels: Mutex<HashMap<Vec<u8>, Channel>>,
-    /// Waiting owners, to route grants to.
-    grants: Mutex<HashMap<String, oneshot::Sender<u64>>>,
-    commands: mpsc::UnboundedSender<Command>,
-}
-
-impl Shared {
-    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Channel>> {
-        self.channels.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn grants(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<u64>>> {
-        self.grants.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Routes one message: a grant to its owner, anything else to the channel's waiters.
-    pub(crate) fn deliver(&self, channel: &[u8], payload: &[u8]) {
-        if !payload.starts_with(GRANT_PREFIX) {
-            return self.wake(channel);
-        }
-        match parse_grant(payload) {
-            Some((owner, token)) => {
-                if let Some(waiter) = self.grants().remove(owner) {
-                    let _ = waiter.send(token);
-                }
-            }
-            None => tracing::warn!("unreadable grant message: its waiter retries on its own"),
-        }
-    }
-
-    /// True while `channel` has a waiter.
-    pub(crate) fn has_channel(&self, channel: &[u8]) -> bool {
-        self.channels().contains_key(channel)
-    }
-
-    /// Queues a command for the connection task, as a waiter would.
-    pub(crate) fn request(&self, command: Command) {
-        let _ = self.commands.send(command);
-    }
-
-    /// The channels with a waiter, to subscribe again after a reconnect.
-    pub(crate) fn channel_names(&self) -> Vec<Vec<u8>> {
-        self.channels().keys().cloned().collect()
-    }
-
-    pub(crate) fn wake(&self, channel: &[u8]) {
-        if let Some(entry) = self.channels().get(channel) {
-            entry.wake.send_modify(|n| *n = n.wrapping_add(1));
-        }
-    }
-
-    /// Marks `channel` (every channel with `None`) as subscribed on the current connection,
-    /// or not.
-    pub(crate) fn set_live(&self, channel: Option<&[u8]>, live: bool) {
-        let mut channels = self.channels();
-        match channel {
-            Some(channel) => {
-                if let Some(entry) = channels.get_mut(channel) {
-                    entry.live = live;
-                }
-            }
-            None => channels.values_mut().for_each(|entry| entry.live = live),
-        }
-    }
-
-    pub(crate) fn wake_all(&self) {
-        for entry in self.channels().values() {
-            entry.wake.send_modify(|n| *n = n.wrapping_add(1));
-        }
-    }
-}
+use crate::transport::pubsub::{self, Channel, Command, PubSubSource, Shared};
 
 /// The client's registry of waited-on channels and the handle to its pub/sub task.
 #[derive(Debug, Clone)]
@@ -173,10 +81,7 @@ impl Drop for Subscription {
             if entry.waiters == 0 {
                 channels.remove(&self.channel);
                 // Sent under the registry lock, so commands keep the order of the counts.
-                let _ = self
-                    .shared
-                    .commands
-                    .send(Command::Unsubscribe(std::mem::take(&mut self.channel)));
+                (self.shared).request(Command::Unsubscribe(std::mem::take(&mut self.channel)));
             }
         }
     }
@@ -186,11 +91,7 @@ impl Waiters {
     /// Starts the pub/sub task; it connects on the first subscription.
     pub(crate) fn start(source: PubSubSource, timeout: Duration, stop: CancellationToken) -> Self {
         let (commands, receiver) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            channels: Mutex::default(),
-            grants: Mutex::default(),
-            commands,
-        });
+        let shared = Arc::new(Shared::new(commands));
         pubsub::spawn(source, timeout, Arc::clone(&shared), receiver, stop);
         Self { shared }
     }
@@ -210,10 +111,7 @@ impl Waiters {
         let wake = {
             let mut channels = self.shared.channels();
             let entry = channels.entry(channel.to_vec()).or_insert_with(|| {
-                let _ = self
-                    .shared
-                    .commands
-                    .send(Command::Subscribe(channel.to_vec()));
+                self.shared.request(Command::Subscribe(channel.to_vec()));
                 Channel {
                     wake: watch::Sender::new(0),
                     waiters: 0,
@@ -221,7 +119,7 @@ impl Waiters {
                 }
             });
             entry.waiters += 1;
-            let _ = self.shared.commands.send(Command::Barrier(barrier));
+            self.shared.request(Command::Barrier(barrier));
             entry.wake.subscribe()
         };
         let subscription = Subscription {
@@ -263,36 +161,5 @@ impl Waiters {
     /// Channels with at least one waiter (for tests and inspection).
     pub(crate) fn channel_count(&self) -> usize {
         self.shared.channels().len()
-    }
-}
-
-/// The owner and fencing token of a grant message, `distlock:grant:<owner>:<token>` (owners
-/// contain `:` themselves, tokens do not).
-fn parse_grant(payload: &[u8]) -> Option<(&str, u64)> {
-    let grant = std::str::from_utf8(payload.strip_prefix(GRANT_PREFIX)?).ok()?;
-    let (owner, token) = grant.rsplit_once(':')?;
-    Some((owner, token.parse().ok()?))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grants_name_the_owner_and_token() {
-        let owner = "3db65fe7-939f-4757-93a2-a2f87f354cca:17";
-        let grant = format!("distlock:grant:{owner}:1795436339923456");
-        assert_eq!(
-            parse_grant(grant.as_bytes()),
-            Some((owner, 1_795_436_339_923_456))
-        );
-    }
-
-    #[test]
-    fn unreadable_grants_are_none() {
-        // What Lua's `..` once made of a token above 10^14.
-        assert_eq!(parse_grant(b"distlock:grant:u:1:1.7954357565964e+15"), None);
-        assert_eq!(parse_grant(b"0"), None);
-        assert_eq!(parse_grant(b"distlock:grant:no-token"), None);
     }
 }

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::Conn;
 use crate::error::{bounded, LockError};
-use crate::guard::LockGuard;
-use crate::scripts;
-use crate::time::later;
+use crate::lock::guard::LockGuard;
+use crate::lock::time::later;
+use crate::protocol::scripts;
+use crate::transport::backend::Conn;
 
 /// Pause after a failed `WAIT`, so a server that refuses at once is not asked in a busy loop.
 const RETRY_PAUSE: Duration = Duration::from_millis(20);

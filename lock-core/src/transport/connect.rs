@@ -8,12 +8,38 @@ use redis::cluster::ClusterClientBuilder;
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{AsyncConnectionConfig, ProtocolVersion};
 
-use crate::backend::{Conn, LazyCluster};
-use crate::config::{Config, Topology};
 use crate::error::LockError;
-use crate::pubsub::PubSubSource;
-use crate::scripts::Publish;
-use crate::sentinel::SentinelConn;
+use crate::protocol::scripts::Publish;
+use crate::transport::backend::{Conn, LazyCluster};
+use crate::transport::pubsub::PubSubSource;
+use crate::transport::sentinel::SentinelConn;
+
+/// Where the locks live.
+#[derive(Clone, Debug)]
+pub(crate) enum Topology {
+    /// One Redis server (or a proxy in front of one).
+    Single(String),
+    /// A Redis Cluster, found through these seed nodes.
+    Cluster(Vec<String>),
+    /// Independent masters, locked by majority (Redlock).
+    Redlock(Vec<String>),
+    /// The master that these Sentinels name for `service`.
+    Sentinel {
+        sentinels: Vec<String>,
+        service: String,
+    },
+}
+
+/// What the connections need to know of the client's settings.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConnectOptions {
+    pub(crate) connect_timeout: Duration,
+    pub(crate) command_timeout: Duration,
+    /// A second connection for `WAIT` (`min_replicas`).
+    pub(crate) replication: bool,
+    /// How release messages are published (on a Cluster: which pub/sub to listen with).
+    pub(crate) publish: Publish,
+}
 
 /// The connections of one client.
 pub(crate) struct Connections {
@@ -34,7 +60,7 @@ pub(crate) struct Connections {
 pub(crate) fn connect(
     topology: &Topology,
     tls: Option<&redis::TlsCertificates>,
-    config: &Config,
+    config: &ConnectOptions,
 ) -> Result<Connections, LockError> {
     let bad = |e: redis::RedisError| LockError::invalid_config(format!("redis url: {e}"));
     let open = |url: &str| match tls {
@@ -47,7 +73,7 @@ pub(crate) fn connect(
             .collect::<Result<_, _>>()
             .map_err(bad)
     };
-    let replicated = config.min_replicas.is_some();
+    let replicated = config.replication;
     match topology {
         Topology::Single(url) => {
             let client = open(url).map_err(bad)?;
@@ -132,7 +158,7 @@ pub(crate) fn connect(
 }
 
 /// A lazily connecting, self-reconnecting connection to one server.
-fn single(client: &redis::Client, config: &Config) -> redis::RedisResult<Conn> {
+fn single(client: &redis::Client, config: &ConnectOptions) -> redis::RedisResult<Conn> {
     let manager_config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(config.connect_timeout))
         .set_response_timeout(Some(config.command_timeout))

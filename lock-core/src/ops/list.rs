@@ -7,36 +7,37 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, RedisResult, Value};
 
-use crate::backend::Conn;
-use crate::client::ClientInner;
+use crate::client::handle::ClientInner;
 use crate::error::{bounded, LockError};
-use crate::name::LockName;
+use crate::protocol::name::LockName;
+use crate::transport::backend::Conn;
 
 /// Keys asked for per SCAN call.
 const SCAN_COUNT: usize = 1000;
 
-impl ClientInner {
-    /// Every hash key matching the glob `pattern`, on every master or node. Each SCAN call is
-    /// bounded by the command timeout.
-    pub(crate) async fn scan_keys(&self, pattern: &[u8]) -> Result<Vec<Vec<u8>>, LockError> {
-        let what = LockName::from(pattern);
-        let timeout = self.config.command_timeout;
-        let mut keys = Vec::new();
-        // Redlock: a lock lives on a majority, so every node is scanned; a minority that
-        // does not answer is skipped (a lock held by a quorum is on a node that answered).
-        let mut failures = Vec::new();
-        for conn in &self.nodes {
-            if let Err(error) = scan_node(conn.clone(), &what, timeout, pattern, &mut keys).await {
-                failures.push(error);
-            }
+/// Every hash key matching the glob `pattern`, on every master or node of `client`. Each
+/// SCAN call is bounded by the command timeout.
+pub(crate) async fn scan_keys(
+    client: &ClientInner,
+    pattern: &[u8],
+) -> Result<Vec<Vec<u8>>, LockError> {
+    let what = LockName::from(pattern);
+    let timeout = client.config.command_timeout;
+    let mut keys = Vec::new();
+    // Redlock: a lock lives on a majority, so every node is scanned; a minority that
+    // does not answer is skipped (a lock held by a quorum is on a node that answered).
+    let mut failures = Vec::new();
+    for conn in &client.nodes {
+        if let Err(error) = scan_node(conn.clone(), &what, timeout, pattern, &mut keys).await {
+            failures.push(error);
         }
-        if failures.len() > self.nodes.len() - self.quorum() {
-            return Err(failures.swap_remove(0));
-        }
-        keys.sort();
-        keys.dedup();
-        Ok(keys)
     }
+    if failures.len() > client.nodes.len() - client.quorum() {
+        return Err(failures.swap_remove(0));
+    }
+    keys.sort();
+    keys.dedup();
+    Ok(keys)
 }
 
 /// Appends the keys matching `pattern` on one connection: its server, or every master of a

@@ -16,8 +16,8 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use tokio::task::futures::TaskLocalFuture;
 
-use crate::held::Held;
-use crate::name::LockName;
+use crate::lock::held::Held;
+use crate::protocol::name::LockName;
 
 tokio::task_local! {
     static SCOPE: Arc<Scope>;

@@ -3,24 +3,38 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::acquire::Attempter;
-use crate::client::ClientInner;
-use crate::name::{LockKeys, LockName};
-use crate::scripts;
+use crate::client::handle::ClientInner;
+use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::scripts;
 
 /// An acquisition under way. Unless disarmed, it leaves no trace in Redis: the owner is
 /// taken out of the queue, and a hold it got without seeing the answer (a dropped future, a
 /// lost or late reply, a grant nobody read) is released and handed on.
-/// It borrows the attempt and copies what the clean-up needs only when it must run.
+/// It borrows what the clean-up needs from the attempt and copies it only when it must run.
 pub(crate) struct Pending<'a> {
-    attempter: &'a Attempter<'a>,
+    inner: &'a Arc<ClientInner>,
+    keys: &'a LockKeys,
+    owner: &'a str,
+    lease: Duration,
+    /// The holder metadata the attempts sent (part of the queue entry).
+    meta: &'a str,
     armed: bool,
 }
 
 impl<'a> Pending<'a> {
-    pub(crate) fn new(attempter: &'a Attempter<'a>) -> Self {
+    pub(crate) fn new(
+        inner: &'a Arc<ClientInner>,
+        keys: &'a LockKeys,
+        owner: &'a str,
+        lease: Duration,
+        meta: &'a str,
+    ) -> Self {
         Self {
-            attempter,
+            inner,
+            keys,
+            owner,
+            lease,
+            meta,
             armed: true,
         }
     }
@@ -32,8 +46,7 @@ impl<'a> Pending<'a> {
     /// Leaves now, waiting for Redis (errors are left to the waiter's queue deadline).
     pub(crate) async fn leave(mut self) {
         self.armed = false;
-        let a = self.attempter;
-        leave(a.inner, a.keys, &a.owner, a.lease, &a.meta).await;
+        leave(self.inner, self.keys, self.owner, self.lease, self.meta).await;
     }
 }
 
@@ -45,9 +58,8 @@ impl Drop for Pending<'_> {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let a = self.attempter;
-        let (inner, keys, lease) = (Arc::clone(a.inner), a.keys.clone(), a.lease);
-        let (owner, meta) = (a.owner.clone(), a.meta.clone());
+        let (inner, keys, lease) = (Arc::clone(self.inner), self.keys.clone(), self.lease);
+        let (owner, meta) = (self.owner.to_owned(), self.meta.to_owned());
         runtime.spawn(async move { leave(&inner, &keys, &owner, lease, &meta).await });
     }
 }

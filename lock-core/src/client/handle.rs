@@ -9,15 +9,16 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::{FromRedisValue, ScriptInvocation};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::backend::Conn;
-use crate::config::{Config, LockClientBuilder, Topology};
-use crate::connect::{connect, Connections};
+use crate::client::builder::LockClientBuilder;
+use crate::client::config::Config;
 use crate::error::{bounded, LockError};
-use crate::name::LockName;
-use crate::request::LockRequest;
-use crate::sentinel::follow_master;
-use crate::waiters::Waiters;
-use crate::watchdog::{self, Watchdog};
+use crate::lock::request::LockRequest;
+use crate::lock::watchdog::{self, Watchdog};
+use crate::protocol::name::{LockKeys, LockName};
+use crate::transport::backend::Conn;
+use crate::transport::connect::{connect, ConnectOptions, Connections, Topology};
+use crate::transport::sentinel::follow_master;
+use crate::transport::waiters::Waiters;
 
 /// A handle to distributed locks on one Redis. Cheap to clone: clones share one multiplexed
 /// connection (which reconnects by itself after a dropped connection or a Redis restart),
@@ -61,53 +62,6 @@ impl fmt::Debug for ClientInner {
 impl fmt::Debug for LockClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.inner.fmt(f)
-    }
-}
-
-impl LockClientBuilder {
-    /// Checks the settings and creates the client. Connections are made lazily, so a Redis
-    /// that is not up yet does not fail start-up; the first lock call reports it.
-    ///
-    /// `redis://`, `rediss://` (TLS) and `redis://user:password@host` (ACL) URLs work.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidConfig`] for a bad setting or URL, or when called outside a Tokio
-    /// runtime (the client runs background tasks).
-    pub fn build(self) -> Result<LockClient, LockError> {
-        let config = self.validated()?;
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-            LockError::invalid_config("LockClient must be built inside a Tokio runtime")
-        })?;
-        let Connections {
-            nodes,
-            pubsub,
-            replication,
-        } = connect(&self.topology, self.tls.as_ref(), &config)?;
-        let stop = CancellationToken::new();
-        let _guard = runtime.enter();
-        let waiters = Waiters::start(pubsub, config.command_timeout, stop.child_token());
-        let sentinels: Vec<_> = (nodes.iter().chain(&replication))
-            .filter_map(Conn::as_sentinel)
-            .cloned()
-            .collect();
-        if !sentinels.is_empty() {
-            runtime.spawn(follow_master(sentinels, stop.child_token()));
-        }
-        let inner = Arc::new(ClientInner {
-            id: uuid::Uuid::new_v4().to_string().into(),
-            nodes,
-            replication,
-            waiters,
-            watchdog: Watchdog::default(),
-            _stop: stop.clone().drop_guard(),
-            config,
-        });
-        runtime.spawn(watchdog::run(
-            Arc::downgrade(&inner),
-            inner.config.watchdog_interval,
-            stop,
-        ));
-        Ok(LockClient { inner })
     }
 }
 
@@ -223,6 +177,54 @@ impl LockClient {
         self.lock(name).run(fut).await
     }
 
+    /// Connects (lazily) and starts the background tasks of a client with a validated
+    /// `config`.
+    pub(crate) fn start(
+        topology: &Topology,
+        tls: Option<&redis::TlsCertificates>,
+        config: Config,
+    ) -> Result<Self, LockError> {
+        let options = ConnectOptions {
+            connect_timeout: config.connect_timeout,
+            command_timeout: config.command_timeout,
+            replication: config.min_replicas.is_some(),
+            publish: config.publish,
+        };
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            LockError::invalid_config("LockClient must be built inside a Tokio runtime")
+        })?;
+        let Connections {
+            nodes,
+            pubsub,
+            replication,
+        } = connect(topology, tls, &options)?;
+        let stop = CancellationToken::new();
+        let _guard = runtime.enter();
+        let waiters = Waiters::start(pubsub, config.command_timeout, stop.child_token());
+        let sentinels: Vec<_> = (nodes.iter().chain(&replication))
+            .filter_map(Conn::as_sentinel)
+            .cloned()
+            .collect();
+        if !sentinels.is_empty() {
+            runtime.spawn(follow_master(sentinels, stop.child_token()));
+        }
+        let inner = Arc::new(ClientInner {
+            id: uuid::Uuid::new_v4().to_string().into(),
+            nodes,
+            replication,
+            waiters,
+            watchdog: Watchdog::default(),
+            _stop: stop.clone().drop_guard(),
+            config,
+        });
+        runtime.spawn(watchdog::run(
+            Arc::downgrade(&inner),
+            inner.config.watchdog_interval,
+            stop,
+        ));
+        Ok(LockClient { inner })
+    }
+
     /// The UUID that starts this client's Redis owner ids.
     pub fn id(&self) -> &str {
         &self.inner.id
@@ -240,6 +242,20 @@ impl LockClient {
 }
 
 impl ClientInner {
+    /// The keys of the lock `name` under this client's prefix.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`] for an empty name or one above the client's limit.
+    pub(crate) fn keys(&self, name: &LockName) -> Result<LockKeys, LockError> {
+        if let Some(reason) = name.invalid_reason(self.config.max_name_len) {
+            return Err(LockError::InvalidName {
+                name: name.clone(),
+                reason,
+            });
+        }
+        Ok(LockKeys::new(&self.config.key_prefix, name))
+    }
+
     /// The connection for calls that go to one place (the server, the Cluster, or the first
     /// Redlock node).
     pub(crate) fn conn(&self) -> Conn {
@@ -248,7 +264,7 @@ impl ClientInner {
 
     /// How many nodes must agree: 1, or a majority of the Redlock nodes.
     pub(crate) fn quorum(&self) -> usize {
-        crate::quorum::quorum(self.nodes.len())
+        crate::lock::quorum::quorum(self.nodes.len())
     }
 
     /// Bound on one call to one node: the command timeout, or for Redlock nodes a hundredth

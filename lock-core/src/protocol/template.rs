@@ -17,7 +17,7 @@
 
 use std::fmt::{self, Write as _};
 
-use crate::name::LockName;
+use crate::protocol::name::LockName;
 
 /// One piece of a parsed template.
 #[derive(Clone, Debug, PartialEq, Eq)]

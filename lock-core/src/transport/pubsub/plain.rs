@@ -1,5 +1,5 @@
-//! The pub/sub connection of a client: subscribes and unsubscribes the channels that the
-//! waiters' registry ([`crate::waiters`]) asks for, and delivers their messages to it.
+//! Plain pub/sub (`SUBSCRIBE`): one connection to one server at a time — the one server, a
+//! Sentinel-named master, a Cluster seed or a Redlock node — reconnecting with backoff.
 //!
 //! After a reconnect every waiter is woken to retry (messages may have been missed while
 //! disconnected; a retry finds a grant, since acquiring is idempotent).
@@ -10,68 +10,22 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
-use redis::cluster::ClusterClient;
-use redis::{PushInfo, RedisResult};
+use redis::RedisResult;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::sentinel::SentinelConn;
-use crate::sharded::Sharded;
-use crate::waiters::{Command, Shared};
-
-/// How often an idle pub/sub connection is pinged, to notice a silently dead connection.
-pub(crate) const PING_EVERY: Duration = Duration::from_secs(5);
-/// Longest pause between reconnection attempts.
-pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1);
-
-/// Starts the task for `source`; it connects on the first subscription.
-pub(crate) fn spawn(
-    source: PubSubSource,
-    timeout: Duration,
-    shared: Arc<Shared>,
-    commands: mpsc::UnboundedReceiver<Command>,
-    stop: CancellationToken,
-) {
-    let servers = match source {
-        PubSubSource::Sharded(client, pushes) => {
-            let task = Sharded::new(*client, pushes, timeout, shared, commands);
-            tokio::spawn(task.run(stop));
-            return;
-        }
-        PubSubSource::Nodes(clients) => Servers::Nodes(clients),
-        PubSubSource::Sentinel(conn) => Servers::Sentinel(conn),
-    };
-    let task = Task {
-        servers,
-        next_client: 0,
-        timeout,
-        shared,
-        commands,
-    };
-    tokio::spawn(task.run(stop));
-}
-
-/// Where the pub/sub connection goes.
-pub(crate) enum PubSubSource {
-    /// The one server, each Cluster seed in turn (plain pub/sub), or each Redlock node in
-    /// turn.
-    Nodes(Vec<redis::Client>),
-    /// The current master of a Sentinel-managed set (replicas see publishes too, but a
-    /// failover may have killed the old master).
-    Sentinel(SentinelConn),
-    /// A Cluster with sharded pub/sub: a RESP3 cluster client and the pushes it sends.
-    Sharded(Box<ClusterClient>, mpsc::UnboundedReceiver<PushInfo>),
-}
+use super::{idle_for, next_command, pubsub_call, Command, Shared, MAX_BACKOFF, PING_EVERY};
+use crate::transport::sentinel::SentinelConn;
 
 /// The servers a plain pub/sub connection goes to.
-enum Servers {
+pub(super) enum Servers {
     Nodes(Vec<redis::Client>),
     Sentinel(SentinelConn),
 }
 
 /// The task behind one pub/sub connection to a server (the one, a Sentinel-named master, a
 /// Cluster seed or a Redlock node), reconnecting with backoff.
-struct Task {
+pub(super) struct Task {
     servers: Servers,
     next_client: usize,
     timeout: Duration,
@@ -80,7 +34,22 @@ struct Task {
 }
 
 impl Task {
-    async fn run(mut self, stop: CancellationToken) {
+    pub(super) fn new(
+        servers: Servers,
+        timeout: Duration,
+        shared: Arc<Shared>,
+        commands: mpsc::UnboundedReceiver<Command>,
+    ) -> Self {
+        Self {
+            servers,
+            next_client: 0,
+            timeout,
+            shared,
+            commands,
+        }
+    }
+
+    pub(super) async fn run(mut self, stop: CancellationToken) {
         let mut backoff = Duration::from_millis(50);
         // Stay idle until someone waits: clients that never wait hold no pub/sub connection.
         let Some(first) = next_command(&mut self.commands, &stop).await else {
@@ -197,57 +166,5 @@ impl Task {
 
     async fn call<T>(&self, fut: impl Future<Output = RedisResult<T>>) -> Result<T, ()> {
         pubsub_call(self.timeout, fut).await
-    }
-}
-
-/// The next command, or `None` once the client is gone.
-pub(crate) async fn next_command(
-    commands: &mut mpsc::UnboundedReceiver<Command>,
-    stop: &CancellationToken,
-) -> Option<Command> {
-    tokio::select! {
-        () = stop.cancelled() => None,
-        c = commands.recv() => c,
-    }
-}
-
-/// Waits `pause` while disconnected, answering barriers `false` so nobody blocks on the
-/// connection (subscriptions are replayed from the registry on reconnect); false when the
-/// client is gone.
-pub(crate) async fn idle_for(
-    commands: &mut mpsc::UnboundedReceiver<Command>,
-    pause: Duration,
-    pending: &mut Option<Command>,
-    stop: &CancellationToken,
-) -> bool {
-    if let Some(Command::Barrier(b)) = pending.take() {
-        let _ = b.send(false);
-    }
-    let until = tokio::time::Instant::now() + pause;
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return false,
-            () = tokio::time::sleep_until(until) => return true,
-            c = commands.recv() => match c {
-                Some(Command::Barrier(b)) => { let _ = b.send(false); }
-                Some(_) => {}
-                None => return false,
-            }
-        }
-    }
-}
-
-/// `fut` within `timeout`; failures are logged and end as `Err(())`.
-pub(crate) async fn pubsub_call<T>(
-    timeout: Duration,
-    fut: impl Future<Output = RedisResult<T>>,
-) -> Result<T, ()> {
-    match tokio::time::timeout(timeout, fut).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(error)) => {
-            tracing::debug!(%error, "pub/sub command failed");
-            Err(())
-        }
-        Err(_) => Err(()),
     }
 }
