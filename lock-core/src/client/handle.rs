@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use redis::{FromRedisValue, ScriptInvocation};
+use redis::FromRedisValue;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::client::builder::LockClientBuilder;
@@ -15,6 +15,7 @@ use crate::error::{bounded, LockError};
 use crate::lock::request::LockRequest;
 use crate::lock::watchdog::{self, Watchdog};
 use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::scripts::Call;
 use crate::transport::backend::Conn;
 use crate::transport::connect::{connect, ConnectOptions, Connections, Topology};
 use crate::transport::sentinel::follow_master;
@@ -283,7 +284,7 @@ impl ClientInner {
         &self,
         name: &LockName,
         lease: Duration,
-        call: ScriptInvocation<'static>,
+        call: Call<T>,
     ) -> Vec<Result<T, LockError>> {
         self.eval_until(name, lease, call, |_| false).await
     }
@@ -302,7 +303,7 @@ impl ClientInner {
         &self,
         name: &LockName,
         lease: Duration,
-        call: ScriptInvocation<'static>,
+        call: Call<T>,
         mut decided: impl FnMut(&[Result<T, LockError>]) -> bool,
     ) -> Vec<Result<T, LockError>> {
         if let [conn] = self.nodes.as_slice() {
@@ -333,7 +334,7 @@ impl ClientInner {
         &self,
         name: &LockName,
         lease: Duration,
-        call: ScriptInvocation<'static>,
+        call: Call<T>,
     ) -> FuturesUnordered<impl Future<Output = Result<T, LockError>> + Send + 'static> {
         let (call, timeout) = (Arc::new(call), self.node_timeout(lease));
         let on = |conn: &Conn| {

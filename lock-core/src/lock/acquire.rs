@@ -20,6 +20,7 @@ use crate::lock::time::{drift, later};
 use crate::metrics::{self, Family};
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::replies::AcquireReply;
 use crate::protocol::scripts;
 use crate::transport::waiters::{Subscription, Wake};
 
@@ -279,33 +280,21 @@ impl Attempter<'_> {
             &self.meta,
             publish,
         );
-        let mut holder = None;
-        let mut fence = 0;
         // A granting quorum settles it; any other outcome waits for every node, so that a
         // minority grant is known and undone below (one left unseen on a slow node would
         // block that node for a whole lease).
         let quorum = self.inner.quorum();
-        let granted = |answers: &[Result<Vec<redis::Value>, LockError>]| {
-            let acquired = answers.iter().flatten().filter(|a| int_at(a, 0) == 1);
+        let granted = |answers: &[Result<AcquireReply, LockError>]| {
+            let acquired = answers
+                .iter()
+                .filter(|a| matches!(a, Ok(AcquireReply::Acquired { .. })));
             acquired.count() >= quorum
         };
         let answers = self
             .inner
             .eval_until(self.name, self.lease, call, granted)
             .await;
-        let parsed = answers.into_iter().map(|answer| {
-            answer.map(|answer| {
-                let (acquired, value) = (int_at(&answer, 0), int_at(&answer, 1));
-                if acquired != 1 {
-                    fence = fence.max(int_at(&answer, 2).unsigned_abs());
-                    if holder.is_none() {
-                        holder = holder_record(&answer);
-                    }
-                }
-                (acquired, value)
-            })
-        });
-        let tally = AcquireTally::of(parsed.collect());
+        let tally = AcquireTally::of(answers);
         if tally.acquired >= quorum && self.still_valid(started) {
             match self.raise_fences(tally.token).await {
                 Ok(()) if self.still_valid(started) => return Ok(Attempt::Acquired(tally.token)),
@@ -330,28 +319,11 @@ impl Attempter<'_> {
         } else {
             Some(tally.busy_ttl.unwrap_or(Duration::ZERO))
         };
-        Ok(Attempt::Busy(ttl, holder, fence))
+        Ok(Attempt::Busy(ttl, tally.holder, tally.fence))
     }
 }
 
 /// True for a grant that a later busy answer proved stale.
 fn is_superseded(wake: Wake, superseded_below: u64) -> bool {
     matches!(wake, Wake::Granted(token) if token <= superseded_below)
-}
-
-/// The integer at `i` of an acquire answer (0 when absent).
-fn int_at(answer: &[redis::Value], i: usize) -> i64 {
-    answer
-        .get(i)
-        .and_then(|v| redis::from_redis_value_ref::<i64>(v).ok())
-        .unwrap_or(0)
-}
-
-/// The holder's record that a busy answer carries after its three integers.
-fn holder_record(answer: &[redis::Value]) -> Option<Box<HolderInfo>> {
-    let record: Vec<String> = answer[answer.len().min(3)..]
-        .iter()
-        .map(|v| redis::from_redis_value_ref(v).unwrap_or_default())
-        .collect();
-    HolderInfo::from_fields(&record).map(Box::new)
 }

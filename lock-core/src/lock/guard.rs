@@ -17,6 +17,7 @@ use crate::lock::held::{finish_in_background, Held};
 use crate::lock::quorum::{renewal, Renewal};
 use crate::lock::scope::LockInfo;
 use crate::protocol::name::LockName;
+use crate::protocol::replies::RenewReply;
 use crate::protocol::scripts;
 
 /// Proof of a held lock. Owned, `Send` and `'static`: keep it in a struct, move it into a
@@ -115,11 +116,11 @@ impl LockGuard {
         let call = scripts::renew([(&held.keys, held.owner.as_str(), lease)]);
         let sent_at = Instant::now();
         let nodes = held.client.nodes.len();
-        let ttls = |answers: &[Result<Vec<i64>, LockError>]| -> Vec<Option<i64>> {
-            let ttl = |a: &Result<Vec<i64>, LockError>| a.as_ref().ok()?.first().copied();
+        let ttls = |answers: &[Result<RenewReply, LockError>]| -> Vec<Option<i64>> {
+            let ttl = |a: &Result<RenewReply, LockError>| a.as_ref().ok()?.ttl_ms(0);
             answers.iter().map(ttl).collect()
         };
-        let settled = |answers: &[Result<Vec<i64>, LockError>]| {
+        let settled = |answers: &[Result<RenewReply, LockError>]| {
             !matches!(renewal(ttls(answers), nodes), Renewal::Unknown)
         };
         let mut answers = held

@@ -15,6 +15,7 @@ use crate::lock::scope::Scope;
 use crate::lock::time::{drift, later};
 use crate::metrics::{self, Family};
 use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::replies::ReleaseReply;
 use crate::protocol::scripts;
 
 /// One hold of a lock by one owner. Reentrant guards of a scope share it.
@@ -217,8 +218,8 @@ impl Held {
         self.record_end();
         let publish = self.client.config.publish;
         let call = scripts::release(&self.keys, &self.owner, self.lease, &self.meta, publish);
-        let released = |answers: &[Result<i64, LockError>]| {
-            answers.iter().any(|a| matches!(a, Ok(n) if *n > 0))
+        let released = |answers: &[Result<ReleaseReply, LockError>]| {
+            answers.iter().any(|a| matches!(a, Ok(r) if r.was_held()))
         };
         let answers = (self.client)
             .eval_until(&self.name, self.lease, call, released)

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::client::handle::ClientInner;
 use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::replies::ReleaseReply;
 use crate::protocol::scripts;
 
 /// An acquisition under way. Unless disarmed, it leaves no trace in Redis: the owner is
@@ -73,9 +74,9 @@ pub(crate) async fn leave(
 ) {
     let name = LockName::from(keys.lock.clone());
     let call = scripts::release(keys, owner, lease, meta, inner.config.publish);
-    for answer in inner.eval_each::<i64>(&name, lease, call).await {
+    for answer in inner.eval_each(&name, lease, call).await {
         match answer {
-            Ok(0) => {}
+            Ok(ReleaseReply::NotHeld) => {}
             Ok(_) => {
                 tracing::debug!(lock = %name, "released a hold whose acquisition was not seen")
             }

@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use crate::error::LockError;
+use crate::protocol::holder::HolderInfo;
+use crate::protocol::replies::AcquireReply;
 
 /// The majority of `nodes`: Redlock's `N/2 + 1`.
 pub(crate) fn quorum(nodes: usize) -> usize {
@@ -22,21 +24,33 @@ pub(crate) struct AcquireTally {
     pub(crate) busy_ttl: Option<Duration>,
     /// A holder without TTL was seen.
     pub(crate) no_ttl: bool,
+    /// The highest fencing counter a busy node reported.
+    pub(crate) fence: u64,
+    /// The first holder record a busy node reported.
+    pub(crate) holder: Option<Box<HolderInfo>>,
     pub(crate) first_error: Option<LockError>,
 }
 
 impl AcquireTally {
-    /// Tallies `(acquired, token-or-pttl)` answers of the acquire script.
-    pub(crate) fn of(answers: Vec<Result<(i64, i64), LockError>>) -> Self {
+    /// Tallies the answers of the acquire script.
+    pub(crate) fn of(answers: Vec<Result<AcquireReply, LockError>>) -> Self {
         let mut tally = Self::default();
         for answer in answers {
             match answer {
-                Ok((1, token)) => {
+                Ok(AcquireReply::Acquired { token }) => {
                     tally.acquired += 1;
-                    tally.token = tally.token.max(token.unsigned_abs());
+                    tally.token = tally.token.max(token);
                 }
-                Ok((_, pttl)) => {
+                Ok(AcquireReply::Busy {
+                    pttl,
+                    fence,
+                    holder,
+                }) => {
                     tally.busy += 1;
+                    tally.fence = tally.fence.max(fence);
+                    if tally.holder.is_none() {
+                        tally.holder = holder.map(Box::new);
+                    }
                     match pttl {
                         -1 => tally.no_ttl = true,
                         // -2: the key vanished meanwhile: retry at once.
@@ -99,8 +113,16 @@ mod tests {
 
     #[test]
     fn tally_takes_the_highest_token_and_shortest_ttl() {
-        let t = AcquireTally::of(vec![Ok((1, 7)), Ok((1, 9)), Ok((0, 500)), Ok((0, 300))]);
-        assert_eq!((t.acquired, t.token, t.busy), (2, 9, 2));
+        let busy = |pttl, fence| {
+            Ok(AcquireReply::Busy {
+                pttl,
+                fence,
+                holder: None,
+            })
+        };
+        let acquired = |token| Ok(AcquireReply::Acquired { token });
+        let t = AcquireTally::of(vec![acquired(7), acquired(9), busy(500, 4), busy(300, 6)]);
+        assert_eq!((t.acquired, t.token, t.busy, t.fence), (2, 9, 2, 6));
         assert_eq!(t.busy_ttl, Some(Duration::from_millis(300)));
     }
 

@@ -16,6 +16,7 @@ use crate::error::LockError;
 use crate::lock::held::Held;
 use crate::lock::quorum::renewal;
 use crate::lock::time::later;
+use crate::protocol::replies::RenewReply;
 use crate::protocol::scripts;
 use redis::cluster_routing::Slot;
 
@@ -101,9 +102,7 @@ async fn renew(client: &ClientInner, due: &[Arc<Held>]) {
         let first = &batch[0];
         (
             batch,
-            client
-                .eval_each::<Vec<i64>>(&first.name, first.lease, call)
-                .await,
+            client.eval_each(&first.name, first.lease, call).await,
         )
     });
     for (batch, answers) in join_all(batches).await {
@@ -136,11 +135,11 @@ fn batches(due: &[Arc<Held>], cluster: bool) -> Vec<Vec<Arc<Held>>> {
 
 /// Settles each lock of a batch from every node's answers: confirmed by a quorum, lost
 /// when a majority no longer has it, else left to its local deadline.
-fn settle(batch: &[Arc<Held>], answers: &[Result<Vec<i64>, LockError>], sent_at: Instant) {
+fn settle(batch: &[Arc<Held>], answers: &[Result<RenewReply, LockError>], sent_at: Instant) {
     for (i, held) in batch.iter().enumerate() {
         let ttls = answers
             .iter()
-            .map(|a| a.as_ref().ok().and_then(|t| t.get(i).copied()));
+            .map(|a| a.as_ref().ok().and_then(|reply| reply.ttl_ms(i)));
         let outcome = renewal(ttls, answers.len());
         held.settle(
             outcome,

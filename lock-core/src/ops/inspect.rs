@@ -2,13 +2,12 @@
 
 use std::time::Duration;
 
-use redis::Value;
-
 use crate::client::handle::ClientInner;
 use crate::error::LockError;
 
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::replies::InspectReply;
 use crate::protocol::scripts;
 
 /// A snapshot of one lock in Redis, taken atomically by
@@ -85,15 +84,13 @@ pub(crate) async fn state(
     keys: LockKeys,
 ) -> Result<(LockState, bool), LockError> {
     let call = scripts::inspect(&keys);
-    let answers = client
-        .eval_each::<Vec<Value>>(&name, client.config.lease, call)
-        .await;
+    let answers = client.eval_each(&name, client.config.lease, call).await;
     let nodes = answers.len();
     let mut states = Vec::with_capacity(nodes);
     let mut first_error = None;
     for answer in answers {
         match answer {
-            Ok(answer) => states.push(parse_state(&name, &keys, answer)),
+            Ok(reply) => states.push(node_state(&name, &keys, reply)),
             Err(error) => {
                 first_error.get_or_insert(error);
             }
@@ -106,29 +103,23 @@ pub(crate) async fn state(
     }
 }
 
-/// One node's INSPECT answer.
-fn parse_state(name: &LockName, keys: &LockKeys, answer: Vec<Value>) -> (LockState, bool) {
-    let mut answer = answer.into_iter();
-    let mut next = || answer.next().unwrap_or(Value::Nil);
-    let kind: String = redis::from_redis_value(next()).unwrap_or_default();
-    let fields: Vec<(String, u64)> = redis::from_redis_value(next()).unwrap_or_default();
-    let pttl: i64 = redis::from_redis_value(next()).unwrap_or(-2);
-    let fencing_token = redis::from_redis_value(next()).unwrap_or(0);
-    let waiters = redis::from_redis_value(next()).unwrap_or(0);
-    let record: Vec<String> = redis::from_redis_value(next()).unwrap_or_default();
-    let owner = fields.first().map(|(owner, _)| owner.clone());
+/// One node's INSPECT answer as a state, and whether the key is a hash.
+fn node_state(name: &LockName, keys: &LockKeys, reply: InspectReply) -> (LockState, bool) {
+    let (owner, hold_count) = match reply.owner {
+        Some((owner, count)) => (Some(owner), count),
+        None => (None, 0),
+    };
     let state = LockState {
         name: name.clone(),
         key: keys.lock.clone(),
-        hold_count: fields.first().map_or(0, |(_, count)| *count),
-        remaining_ttl: (owner.is_some() && pttl >= 0)
-            .then(|| Duration::from_millis(pttl.unsigned_abs())),
         owner,
-        fencing_token,
-        waiters,
-        holder: HolderInfo::from_fields(&record),
+        hold_count,
+        remaining_ttl: reply.remaining_ttl,
+        fencing_token: reply.fencing_token,
+        waiters: reply.waiters,
+        holder: reply.holder,
     };
-    (state, kind == "hash")
+    (state, reply.is_hash)
 }
 
 /// The lock as a quorum of nodes sees it (one node: that node's view). Held only by an

@@ -99,11 +99,11 @@ impl LockClient {
         let mut first_error = None;
         for answer in self
             .inner
-            .eval_each::<i64>(&name, self.inner.config.lease, call)
+            .eval_each(&name, self.inner.config.lease, call)
             .await
         {
             match answer {
-                Ok(outcome) => released |= outcome > 0,
+                Ok(outcome) => released |= outcome.was_held(),
                 Err(error) => {
                     first_error.get_or_insert(error);
                 }

@@ -17,7 +17,7 @@ use redis::{PushInfo, RedisResult};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::scripts::{parse_grant, GRANT_PREFIX};
+use crate::protocol::messages::Message;
 use crate::transport::sentinel::SentinelConn;
 
 /// How often an idle pub/sub connection is pinged, to notice a silently dead connection.
@@ -108,16 +108,16 @@ impl Shared {
 
     /// Routes one message: a grant to its owner, anything else to the channel's waiters.
     pub(crate) fn deliver(&self, channel: &[u8], payload: &[u8]) {
-        if !payload.starts_with(GRANT_PREFIX) {
-            return self.wake(channel);
-        }
-        match parse_grant(payload) {
-            Some((owner, token)) => {
+        match Message::parse(payload) {
+            Message::Release => self.wake(channel),
+            Message::Grant { owner, token } => {
                 if let Some(waiter) = self.grants().remove(owner) {
                     let _ = waiter.send(token);
                 }
             }
-            None => tracing::warn!("unreadable grant message: its waiter retries on its own"),
+            Message::UnreadableGrant => {
+                tracing::warn!("unreadable grant message: its waiter retries on its own");
+            }
         }
     }
 
