@@ -61,10 +61,18 @@
 //! | `distlock_lost_total` | counter | | holds lost |
 //!
 //! # Feature flags
+//! - `tls` (default): `rediss://` URLs and the builder's certificate settings
+//!   ([`LockClientBuilder::tls_root_certificate`], through rustls).
+//! - `cluster` (default): Redis Cluster clients ([`LockClient::cluster`]).
+//! - `sentinel` (default): clients of a Sentinel-managed master ([`LockClient::sentinel`]).
+//!
+//!   Without these three, a client speaks to one server or to Redlock nodes over plain TCP,
+//!   and the crate compiles less of redis-rs (and no rustls).
 //! - `macros`: re-exports `#[distributed_lock]`, the attribute for async functions (see the
 //!   `lock-macros` crate for its options).
 //! - `metrics`: reports the metrics above through the `metrics` facade.
 //! - `cli`: builds the `distlock` binary.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
@@ -118,5 +126,6 @@ pub mod __private {
 }
 
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 #[doc(inline)]
 pub use lock_macros::distributed_lock;

@@ -8,7 +8,7 @@ use crate::client::handle::LockClient;
 use crate::error::LockError;
 use crate::protocol::holder::HolderConfig;
 use crate::protocol::scripts::Publish;
-use crate::transport::connect::Topology;
+use crate::transport::connect::{Tls, Topology};
 
 /// Builds a [`LockClient`](crate::LockClient). Every setting has a documented default.
 ///
@@ -27,7 +27,8 @@ use crate::transport::connect::Topology;
 pub struct LockClientBuilder {
     pub(crate) topology: Topology,
     pub(crate) config: Config,
-    pub(crate) tls: Option<redis::TlsCertificates>,
+    /// Certificates for `rediss://` (none without the `tls` feature).
+    pub(crate) tls: Option<Tls>,
     watchdog_interval: Option<Duration>,
 }
 
@@ -64,6 +65,7 @@ impl LockClientBuilder {
                 max_hold: None,
                 min_replicas: None,
                 holder: HolderConfig::default(),
+                #[cfg(feature = "cluster")]
                 sharded_pubsub: true,
                 publish: Publish::Plain,
             },
@@ -74,12 +76,16 @@ impl LockClientBuilder {
 
     /// Trusts this root certificate (PEM) for `rediss://` instead of the bundled web roots:
     /// for Redis servers with a private CA.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls.get_or_insert_with(empty_tls).root_cert = Some(pem.into());
         self
     }
 
     /// Presents this client certificate and key (PEM) for mutual TLS.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_client_certificate(
         mut self,
         cert_pem: impl Into<Vec<u8>>,
@@ -200,6 +206,8 @@ impl LockClientBuilder {
     ///
     /// # Default
     /// `true`.
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn sharded_pubsub(mut self, sharded: bool) -> Self {
         self.config.sharded_pubsub = sharded;
         self
@@ -240,11 +248,13 @@ impl LockClientBuilder {
     /// Checks the settings and creates the client. Connections are made lazily, so a Redis
     /// that is not up yet does not fail start-up; the first lock call reports it.
     ///
-    /// `redis://`, `rediss://` (TLS) and `redis://user:password@host` (ACL) URLs work.
+    /// `redis://`, `rediss://` (TLS, with the `tls` feature) and `redis://user:password@host`
+    /// (ACL) URLs work.
     ///
     /// # Errors
-    /// [`LockError::InvalidConfig`] for a bad setting or URL, or when called outside a Tokio
-    /// runtime (the client runs background tasks).
+    /// [`LockError::InvalidConfig`] for a bad setting or URL (a `rediss://` URL without the
+    /// `tls` feature, say), or when called outside a Tokio runtime (the client runs
+    /// background tasks).
     pub fn build(self) -> Result<LockClient, LockError> {
         let config = self.validated()?;
         LockClient::start(&self.topology, self.tls.as_ref(), config)
@@ -272,11 +282,13 @@ impl LockClientBuilder {
             }
         }
         match &self.topology {
+            #[cfg(feature = "cluster")]
             Topology::Cluster(seeds) if seeds.is_empty() => {
                 return Err(LockError::invalid_config(
                     "a cluster needs at least one seed node",
                 ));
             }
+            #[cfg(feature = "sentinel")]
             Topology::Sentinel { sentinels, .. } if sentinels.is_empty() => {
                 return Err(LockError::invalid_config(
                     "sentinel needs at least one sentinel",
@@ -292,10 +304,11 @@ impl LockClientBuilder {
             }
             _ => {}
         }
-        config.publish = match self.topology {
-            Topology::Cluster(_) if config.sharded_pubsub => Publish::Sharded,
-            _ => Publish::Plain,
-        };
+        config.publish = Publish::Plain;
+        #[cfg(feature = "cluster")]
+        if config.sharded_pubsub && matches!(self.topology, Topology::Cluster(_)) {
+            config.publish = Publish::Sharded;
+        }
         if config.max_name_len == 0 {
             return Err(LockError::invalid_config("max_name_len must be above zero"));
         }
@@ -313,6 +326,7 @@ impl LockClientBuilder {
     }
 }
 
+#[cfg(feature = "tls")]
 fn empty_tls() -> redis::TlsCertificates {
     redis::TlsCertificates {
         client_tls: None,

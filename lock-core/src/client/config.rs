@@ -27,6 +27,7 @@ pub(crate) struct Config {
     pub(crate) min_replicas: Option<(usize, Duration)>,
     pub(crate) holder: HolderConfig,
     /// Sharded pub/sub on a Cluster (ignored elsewhere).
+    #[cfg(feature = "cluster")]
     pub(crate) sharded_pubsub: bool,
     /// How release messages are published (derived from the topology and the above).
     pub(crate) publish: Publish,

@@ -17,8 +17,7 @@ use crate::lock::watchdog::{self, Watchdog};
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::scripts::Call;
 use crate::transport::backend::Conn;
-use crate::transport::connect::{connect, ConnectOptions, Connections, Topology};
-use crate::transport::sentinel::follow_master;
+use crate::transport::connect::{connect, ConnectOptions, Connections, Tls, Topology};
 use crate::transport::waiters::Waiters;
 
 /// A handle to distributed locks on one Redis. Cheap to clone: clones share one multiplexed
@@ -88,6 +87,8 @@ impl LockClient {
     ///     .build()?;
     /// # Ok(()) }
     /// ```
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn cluster(seeds: impl IntoIterator<Item = impl Into<String>>) -> LockClientBuilder {
         LockClientBuilder::new(Topology::Cluster(
             seeds.into_iter().map(Into::into).collect(),
@@ -110,6 +111,8 @@ impl LockClient {
     /// .build()?;
     /// # Ok(()) }
     /// ```
+    #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn sentinel(
         sentinels: impl IntoIterator<Item = impl Into<String>>,
         service: impl Into<String>,
@@ -182,13 +185,14 @@ impl LockClient {
     /// `config`.
     pub(crate) fn start(
         topology: &Topology,
-        tls: Option<&redis::TlsCertificates>,
+        tls: Option<&Tls>,
         config: Config,
     ) -> Result<Self, LockError> {
         let options = ConnectOptions {
             connect_timeout: config.connect_timeout,
             command_timeout: config.command_timeout,
             replication: config.min_replicas.is_some(),
+            #[cfg(feature = "cluster")]
             publish: config.publish,
         };
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
@@ -202,12 +206,16 @@ impl LockClient {
         let stop = CancellationToken::new();
         let _guard = runtime.enter();
         let waiters = Waiters::start(pubsub, config.command_timeout, stop.child_token());
-        let sentinels: Vec<_> = (nodes.iter().chain(&replication))
-            .filter_map(Conn::as_sentinel)
-            .cloned()
-            .collect();
-        if !sentinels.is_empty() {
-            runtime.spawn(follow_master(sentinels, stop.child_token()));
+        #[cfg(feature = "sentinel")]
+        {
+            let sentinels: Vec<_> = (nodes.iter().chain(&replication))
+                .filter_map(Conn::as_sentinel)
+                .cloned()
+                .collect();
+            if !sentinels.is_empty() {
+                let follow = crate::transport::sentinel::follow_master;
+                runtime.spawn(follow(sentinels, stop.child_token()));
+            }
         }
         let inner = Arc::new(ClientInner {
             id: uuid::Uuid::new_v4().to_string().into(),

@@ -18,7 +18,7 @@ use crate::lock::quorum::renewal;
 use crate::lock::time::later;
 use crate::protocol::replies::RenewReply;
 use crate::protocol::scripts;
-use redis::cluster_routing::Slot;
+use crate::transport::backend::Conn;
 
 /// Locks per renewal script: keeps each script short so Redis never stalls on one.
 const BATCH: usize = 512;
@@ -94,7 +94,7 @@ pub(crate) async fn run(client: Weak<ClientInner>, interval: Duration, stop: Can
 /// Renews `due` and settles each lock on the answer: confirmed TTL, or lost.
 async fn renew(client: &ClientInner, due: &[Arc<Held>]) {
     let sent_at = Instant::now();
-    let groups = batches(due, client.conn().is_cluster());
+    let groups = batches(due, &client.conn());
     let batches = groups.iter().map(|batch| async move {
         let call = scripts::renew(batch.iter().map(|h| (&h.keys, h.owner.as_str(), h.lease)));
         // Errors name the batch's first lock (the log line gives the batch size); watchdog
@@ -116,21 +116,23 @@ async fn renew(client: &ClientInner, due: &[Arc<Held>]) {
 }
 
 /// Splits the locks into script calls: per 512 locks, and per slot on a Cluster.
-fn batches(due: &[Arc<Held>], cluster: bool) -> Vec<Vec<Arc<Held>>> {
-    if !cluster {
-        return due.chunks(BATCH).map(<[_]>::to_vec).collect();
+#[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+fn batches(due: &[Arc<Held>], conn: &Conn) -> Vec<Vec<Arc<Held>>> {
+    #[cfg(feature = "cluster")]
+    if conn.is_cluster() {
+        let mut by_slot: HashMap<_, Vec<Arc<Held>>> = HashMap::new();
+        for held in due {
+            by_slot
+                .entry(redis::cluster_routing::Slot::for_key(&held.keys.lock))
+                .or_default()
+                .push(Arc::clone(held));
+        }
+        return by_slot
+            .into_values()
+            .flat_map(|group| group.chunks(BATCH).map(<[_]>::to_vec).collect::<Vec<_>>())
+            .collect();
     }
-    let mut by_slot: HashMap<_, Vec<Arc<Held>>> = HashMap::new();
-    for held in due {
-        by_slot
-            .entry(Slot::for_key(&held.keys.lock))
-            .or_default()
-            .push(Arc::clone(held));
-    }
-    by_slot
-        .into_values()
-        .flat_map(|group| group.chunks(BATCH).map(<[_]>::to_vec).collect::<Vec<_>>())
-        .collect()
+    due.chunks(BATCH).map(<[_]>::to_vec).collect()
 }
 
 /// Settles each lock of a batch from every node's answers: confirmed by a quorum, lost

@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Cmd, RedisResult, Value};
+use redis::Cmd;
 
 use crate::client::handle::ClientInner;
 use crate::error::{bounded, LockError};
@@ -49,41 +47,51 @@ async fn scan_node(
     pattern: &[u8],
     keys: &mut Vec<Vec<u8>>,
 ) -> Result<(), LockError> {
-    match conn.clone() {
-        // One server (also behind Sentinels, or one Redlock node).
-        Conn::Single(_) | Conn::Sentinel(_) => {
-            let mut cursor = 0u64;
-            loop {
-                let cmd = scan(cursor, pattern);
-                cursor = page(
-                    bounded(what, timeout, cmd.query_async(&mut conn)).await?,
-                    keys,
-                );
-                if cursor == 0 {
-                    break;
-                }
-            }
+    #[cfg(feature = "cluster")]
+    if let Conn::Cluster(lazy) = &conn {
+        return scan_cluster(lazy, what, timeout, pattern, keys).await;
+    }
+    // One server (also behind Sentinels, or one Redlock node).
+    let mut cursor = 0u64;
+    loop {
+        let cmd = scan(cursor, pattern);
+        cursor = page(
+            bounded(what, timeout, cmd.query_async(&mut conn)).await?,
+            keys,
+        );
+        if cursor == 0 {
+            return Ok(());
         }
-        Conn::Cluster(lazy) => {
-            let mut conn: ClusterConnection = bounded(what, timeout, lazy.get()).await?;
-            let slots = conn.route_command(
-                redis::cmd("CLUSTER").arg("SLOTS").clone(),
-                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-            );
-            let slots = async { master_slots(slots.await?) };
-            for slot in bounded(what, timeout, slots).await? {
-                let mut cursor = 0u64;
-                loop {
-                    let master = Route::new(slot, SlotAddr::Master);
-                    let node = SingleNodeRoutingInfo::SpecificNode(master);
-                    let call =
-                        conn.route_command(scan(cursor, pattern), RoutingInfo::SingleNode(node));
-                    let call = async { Ok(redis::from_redis_value(call.await?)?) };
-                    cursor = page(bounded(what, timeout, call).await?, keys);
-                    if cursor == 0 {
-                        break;
-                    }
-                }
+    }
+}
+
+/// Appends the keys matching `pattern` on every master of a Cluster.
+#[cfg(feature = "cluster")]
+async fn scan_cluster(
+    lazy: &crate::transport::backend::LazyCluster,
+    what: &LockName,
+    timeout: Duration,
+    pattern: &[u8],
+    keys: &mut Vec<Vec<u8>>,
+) -> Result<(), LockError> {
+    use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+
+    let mut conn = bounded(what, timeout, lazy.get()).await?;
+    let slots = conn.route_command(
+        redis::cmd("CLUSTER").arg("SLOTS").clone(),
+        RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+    );
+    let slots = async { master_slots(slots.await?) };
+    for slot in bounded(what, timeout, slots).await? {
+        let mut cursor = 0u64;
+        loop {
+            let master = Route::new(slot, SlotAddr::Master);
+            let node = SingleNodeRoutingInfo::SpecificNode(master);
+            let call = conn.route_command(scan(cursor, pattern), RoutingInfo::SingleNode(node));
+            let call = async { Ok(redis::from_redis_value(call.await?)?) };
+            cursor = page(bounded(what, timeout, call).await?, keys);
+            if cursor == 0 {
+                break;
             }
         }
     }
@@ -112,7 +120,10 @@ fn page((cursor, found): (u64, Vec<Vec<u8>>), keys: &mut Vec<Vec<u8>>) -> u64 {
 /// One slot of each master in a `CLUSTER SLOTS` answer: SCAN is routed by slot, so no
 /// node address is needed (a node may announce none). Masters are told apart by node id
 /// (Redis 4+), else by the endpoint they announce.
-fn master_slots(slots: Value) -> RedisResult<Vec<u16>> {
+#[cfg(feature = "cluster")]
+fn master_slots(slots: redis::Value) -> redis::RedisResult<Vec<u16>> {
+    use redis::Value;
+
     let ranges: Vec<Vec<Value>> = redis::from_redis_value(slots)?;
     let mut seen = Vec::new();
     let mut out = Vec::new();
@@ -148,8 +159,11 @@ pub(crate) fn glob_escape(raw: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "cluster")]
     #[test]
     fn one_slot_per_master_even_without_endpoints() {
+        use redis::Value;
+
         let node = |host: &str, port: i64, id: &str| {
             Value::Array(vec![
                 Value::BulkString(host.into()),

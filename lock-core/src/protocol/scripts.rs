@@ -127,6 +127,7 @@ pub(crate) enum Publish {
     Plain,
     /// `SPUBLISH` (Redis 7+): a Cluster, where the message then stays within the lock's
     /// shard — as Redisson 3.23+ publishes on a Cluster that supports it.
+    #[cfg(feature = "cluster")]
     Sharded,
 }
 
@@ -134,6 +135,7 @@ impl Publish {
     fn command(self) -> &'static str {
         match self {
             Self::Plain => "publish",
+            #[cfg(feature = "cluster")]
             Self::Sharded => "spublish",
         }
     }

@@ -6,5 +6,6 @@
 pub(crate) mod backend;
 pub(crate) mod connect;
 pub(crate) mod pubsub;
+#[cfg(feature = "sentinel")]
 pub(crate) mod sentinel;
 pub(crate) mod waiters;

@@ -5,6 +5,7 @@
 //! registry and deliver through [`Shared`], which live here, with the helpers both use.
 
 mod plain;
+#[cfg(feature = "cluster")]
 mod sharded;
 
 use std::collections::HashMap;
@@ -12,12 +13,16 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+#[cfg(feature = "cluster")]
 use redis::cluster::ClusterClient;
-use redis::{PushInfo, RedisResult};
+#[cfg(feature = "cluster")]
+use redis::PushInfo;
+use redis::RedisResult;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::messages::Message;
+#[cfg(feature = "sentinel")]
 use crate::transport::sentinel::SentinelConn;
 
 /// How often an idle pub/sub connection is pinged, to notice a silently dead connection.
@@ -34,6 +39,7 @@ pub(crate) fn spawn(
     stop: CancellationToken,
 ) {
     match source {
+        #[cfg(feature = "cluster")]
         PubSubSource::Sharded(client, pushes) => {
             let task = sharded::Sharded::new(*client, pushes, timeout, shared, commands);
             tokio::spawn(task.run(stop));
@@ -42,6 +48,7 @@ pub(crate) fn spawn(
             let task = plain::Task::new(plain::Servers::Nodes(clients), timeout, shared, commands);
             tokio::spawn(task.run(stop));
         }
+        #[cfg(feature = "sentinel")]
         PubSubSource::Sentinel(conn) => {
             let task = plain::Task::new(plain::Servers::Sentinel(conn), timeout, shared, commands);
             tokio::spawn(task.run(stop));
@@ -56,8 +63,10 @@ pub(crate) enum PubSubSource {
     Nodes(Vec<redis::Client>),
     /// The current master of a Sentinel-managed set (replicas see publishes too, but a
     /// failover may have killed the old master).
+    #[cfg(feature = "sentinel")]
     Sentinel(SentinelConn),
     /// A Cluster with sharded pub/sub: a RESP3 cluster client and the pushes it sends.
+    #[cfg(feature = "cluster")]
     Sharded(Box<ClusterClient>, mpsc::UnboundedReceiver<PushInfo>),
 }
 
@@ -122,6 +131,7 @@ impl Shared {
     }
 
     /// True while `channel` has a waiter.
+    #[cfg(feature = "cluster")]
     pub(crate) fn has_channel(&self, channel: &[u8]) -> bool {
         self.channels().contains_key(channel)
     }

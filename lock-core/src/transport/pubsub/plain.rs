@@ -15,11 +15,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{idle_for, next_command, pubsub_call, Command, Shared, MAX_BACKOFF, PING_EVERY};
+#[cfg(feature = "sentinel")]
 use crate::transport::sentinel::SentinelConn;
 
 /// The servers a plain pub/sub connection goes to.
 pub(super) enum Servers {
     Nodes(Vec<redis::Client>),
+    #[cfg(feature = "sentinel")]
     Sentinel(SentinelConn),
 }
 
@@ -100,6 +102,7 @@ impl Task {
                 self.next_client = self.next_client.wrapping_add(1);
                 Ok(client)
             }
+            #[cfg(feature = "sentinel")]
             Servers::Sentinel(sentinel) => sentinel.master_client().await,
         }
     }
