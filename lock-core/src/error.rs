@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
-use crate::metadata::HolderInfo;
-use crate::name::LockName;
+use crate::protocol::holder::HolderInfo;
+use crate::protocol::name::LockName;
 
 /// Everything that can go wrong while taking, keeping or releasing a lock.
 ///

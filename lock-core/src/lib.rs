@@ -61,57 +61,47 @@
 //! | `distlock_lost_total` | counter | | holds lost |
 //!
 //! # Feature flags
+//! - `tls` (default): `rediss://` URLs and the builder's certificate settings
+//!   ([`LockClientBuilder::tls_root_certificate`], through rustls).
+//! - `cluster` (default): Redis Cluster clients ([`LockClient::cluster`]).
+//! - `sentinel` (default): clients of a Sentinel-managed master ([`LockClient::sentinel`]).
+//!
+//!   Without these three, a client speaks to one server or to Redlock nodes over plain TCP,
+//!   and the crate compiles less of redis-rs (and no rustls).
 //! - `macros`: re-exports `#[distributed_lock]`, the attribute for async functions (see the
 //!   `lock-macros` crate for its options).
 //! - `metrics`: reports the metrics above through the `metrics` facade.
 //! - `cli`: builds the `distlock` binary.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-mod acquire;
-mod backend;
 mod client;
-mod config;
-mod connect;
-mod default;
 mod error;
-mod guard;
-mod held;
-mod inspect;
-mod metadata;
+mod lock;
 mod metrics;
-mod name;
-mod pending;
-mod pubsub;
-mod quorum;
-mod replicas;
-mod request;
-mod scan;
-mod scope;
-mod scripts;
-mod sentinel;
-mod sharded;
-mod template;
-mod time;
-mod waiters;
-mod watchdog;
+mod ops;
+mod protocol;
+mod transport;
 
-pub use client::LockClient;
-pub use config::LockClientBuilder;
-pub use default::{default_client, set_default_client};
+pub use client::builder::LockClientBuilder;
+pub use client::default::{default_client, set_default_client};
+pub use client::handle::LockClient;
 pub use error::LockError;
-pub use guard::{LockGuard, Lost, Release};
-pub use inspect::LockState;
-pub use metadata::HolderInfo;
-pub use name::LockName;
-pub use request::{LockRequest, OnLost};
-pub use scope::{current_lock, scope, with_lock_info, InScope, LockInfo, OwnerScope, WithLockInfo};
-pub use template::{encode_value, KeyTemplate, TemplateError};
+pub use lock::guard::{LockGuard, Lost, Release};
+pub use lock::request::{LockRequest, OnLost};
+pub use lock::scope::{
+    current_lock, scope, with_lock_info, InScope, LockInfo, OwnerScope, WithLockInfo,
+};
+pub use ops::inspect::LockState;
+pub use protocol::holder::HolderInfo;
+pub use protocol::name::LockName;
+pub use protocol::template::{encode_value, KeyTemplate, TemplateError};
 
 /// Not public API: what `#[distributed_lock]` expands to.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::template::KeyBuilder;
+    pub use crate::protocol::template::KeyBuilder;
 
     /// How a locked function returns a lock failure: implemented only for `Result`, so that
     /// any other return type is one error, on the type, saying what to return.
@@ -136,5 +126,6 @@ pub mod __private {
 }
 
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 #[doc(inline)]
 pub use lock_macros::distributed_lock;

@@ -1,0 +1,12 @@
+//! The client: the handle ([`handle`]), its builder with every setting ([`builder`]) and
+//! the process-wide default client ([`default`]).
+//!
+//! Where `impl LockClient` lives: [`handle`] holds the one block for making a client and
+//! taking locks; the operator's tools (inspect, list, force release) are the one other
+//! block, in [`crate::ops`], so that this module does not depend on the operations built on
+//! it. `LockClientBuilder` and `ClientInner` have all their impls in their own file.
+
+pub(crate) mod builder;
+pub(crate) mod config;
+pub(crate) mod default;
+pub(crate) mod handle;

@@ -1,0 +1,329 @@
+//! Taking a lock: re-entry, the acquire script, and waiting in the fair queue.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::config::check_request_lease;
+use crate::client::handle::ClientInner;
+use crate::error::LockError;
+use crate::lock::guard::LockGuard;
+use crate::lock::held::{Acquired, Held};
+use crate::lock::pending::{leave, Pending};
+use crate::lock::quorum::AcquireTally;
+use crate::lock::replicas::replicated;
+use crate::lock::request::LockRequest;
+use crate::lock::scope::{next_owner_number, Scope};
+use crate::lock::time::{drift, later};
+use crate::metrics::{self, Family};
+use crate::protocol::holder::HolderInfo;
+use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::replies::AcquireReply;
+use crate::protocol::scripts;
+use crate::transport::waiters::{Subscription, Wake};
+
+/// Pause before retrying a lock that has no TTL (set by someone else without expiry).
+const NO_TTL_RETRY: Duration = Duration::from_millis(100);
+/// A queued waiter that has not refreshed its place for this long is skipped as dead.
+const WAITER_TTL: Duration = Duration::from_secs(6);
+/// Longest sleep of a waiter between attempts; each attempt refreshes its place.
+const WAITER_REFRESH: Duration = Duration::from_secs(2);
+
+/// Longest random pause between Redlock attempts (spreads competing clients apart).
+const REDLOCK_RETRY: Duration = Duration::from_millis(50);
+
+/// A random duration below `max`, from the CSPRNG behind UUIDs.
+fn random_delay(max: Duration) -> Duration {
+    let random = uuid::Uuid::new_v4().as_u128() as u64;
+    Duration::from_micros(random % max.as_micros().max(1) as u64)
+}
+
+/// What one attempt found.
+enum Attempt {
+    Acquired(u64),
+    /// Held by another owner (or promised to an earlier waiter), with its TTL if any, the
+    /// holder's record if it has one, and the fencing counter at that moment.
+    Busy(Option<Duration>, Option<Box<HolderInfo>>, u64),
+}
+
+pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError> {
+    let inner = Arc::clone(&request.client.inner);
+    let watchdog = request.lease.is_none();
+    let lease = request.lease.unwrap_or(inner.config.lease);
+    let name = request.name;
+    check_request_lease(&name, lease)?;
+    let keys = inner.keys(&name)?;
+    let scope = Scope::current();
+    if let Some(held) = scope
+        .as_ref()
+        .and_then(|s| s.reenter(&inner.id, &keys.lock))
+    {
+        return reentered(held);
+    }
+    let family = request.family;
+    let attempter = Attempter {
+        owner: format!("{}:{}", inner.id, next_owner_number()),
+        inner: &inner,
+        name: &name,
+        keys: &keys,
+        lease,
+        meta: inner.config.holder.encode(request.request_id.as_deref()),
+        family: &family,
+        contended: AtomicBool::new(false),
+    };
+    let started = Instant::now();
+    let taken = attempter.wait_for_lock(request.wait).await;
+    let contended = attempter.contended.load(Ordering::Relaxed);
+    let result = match taken {
+        Ok((token, sent_at)) => {
+            let Attempter { owner, meta, .. } = attempter;
+            let acquired = Acquired {
+                owner,
+                name,
+                keys,
+                token,
+                lease,
+                watchdog,
+                sent_at,
+                family: family.clone(),
+                meta,
+            };
+            // The guard exists before the next `.await`: dropped from here on, it releases.
+            let guard = LockGuard::new(Held::new(Arc::clone(&inner), acquired, scope));
+            match inner.config.min_replicas {
+                // Boxed: a rare path, kept out of every acquisition's future.
+                Some((replicas, timeout)) => Box::pin(replicated(guard, replicas, timeout)).await,
+                None => Ok(guard),
+            }
+        }
+        Err(error) => Err(error),
+    };
+    metrics::acquisition(
+        &family,
+        result.as_ref().map(|_| ()),
+        started.elapsed(),
+        contended,
+    );
+    result
+}
+
+fn reentered(held: Arc<Held>) -> Result<LockGuard, LockError> {
+    let guard = LockGuard::new(held);
+    if !guard.is_held() {
+        // Dropping the guard gives the hold back; the caller learns the lock is gone.
+        return Err(guard.lost_error());
+    }
+    tracing::debug!(lock = %guard.name(), "re-entered");
+    Ok(guard)
+}
+
+/// One acquisition's attempts: what they send, and what the clean-up guard needs.
+struct Attempter<'a> {
+    inner: &'a Arc<ClientInner>,
+    name: &'a LockName,
+    keys: &'a LockKeys,
+    owner: String,
+    lease: Duration,
+    /// Holder metadata, sent with every attempt (and so part of the queue entry).
+    meta: String,
+    family: &'a Family,
+    /// Set when an attempt found the lock busy.
+    contended: AtomicBool,
+}
+
+impl Attempter<'_> {
+    /// Tries until acquired or the wait is over. Answers the token and a local instant no
+    /// later than the acquisition in Redis (the lease is counted from it).
+    async fn wait_for_lock(&self, wait: Option<Duration>) -> Result<(u64, Instant), LockError> {
+        let started = Instant::now();
+        let deadline = wait.map(|w| later(started, w));
+        // Redlock nodes would each queue and grant on their own: there, waiters retry instead.
+        let redlock = self.inner.nodes.len() > 1;
+        let waiter_ttl = if wait == Some(Duration::ZERO) || redlock {
+            Duration::ZERO
+        } else {
+            WAITER_TTL
+        };
+        // Until disarmed, dropping this leaves the queue or undoes an unseen acquisition.
+        let pending = Pending::new(self.inner, self.keys, &self.owner, self.lease, &self.meta);
+        // Another waiter of this client already listens on the channel: join it before the
+        // first attempt, so that a busy answer needs no retry after subscribing.
+        let mut subscription: Option<Subscription> = match wait {
+            Some(Duration::ZERO) => None,
+            _ => (self.inner.waiters).join_live(&self.keys.channel, &self.owner),
+        };
+        let mut woken = None;
+        // A grant whose token is not above a counter seen busy since was superseded (it
+        // expired while this waiter was paused, say): its message must not be trusted.
+        let mut superseded_below = 0;
+        for attempts in 1u64.. {
+            let sent_at = Instant::now();
+            let (ttl, holder) = match self.try_once(waiter_ttl).await? {
+                Attempt::Acquired(token) => {
+                    pending.disarm();
+                    self.trace_acquired(token, started, attempts, woken);
+                    return Ok((token, sent_at));
+                }
+                Attempt::Busy(ttl, holder, fence) => {
+                    self.contended.store(true, Ordering::Relaxed);
+                    superseded_below = superseded_below.max(fence);
+                    (ttl, holder)
+                }
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                tracing::debug!(lock = %self.name, waited = ?started.elapsed(), attempts,
+                    holder_ttl = ?ttl, "gave up waiting");
+                pending.leave().await;
+                return Err(LockError::WaitTimeout {
+                    name: self.name.clone(),
+                    waited: started.elapsed(),
+                    remaining_ttl: ttl,
+                    holder,
+                });
+            }
+            let Some(sub) = subscription.as_mut() else {
+                // Subscribe, then retry at once: a release before the subscription is not lost.
+                let timeout = self.inner.config.command_timeout;
+                let waiters = &self.inner.waiters;
+                subscription = Some(
+                    waiters
+                        .subscribe(&self.keys.channel, &self.owner, timeout)
+                        .await,
+                );
+                continue;
+            };
+            // Redlock: a fresh random pause each time, so competing clients that split the
+            // votes once do not collide again in step.
+            let refresh = if redlock {
+                random_delay(REDLOCK_RETRY)
+            } else {
+                WAITER_REFRESH.min(self.lease / 3)
+            };
+            let retry_at = now + ttl.unwrap_or(NO_TTL_RETRY).min(refresh);
+            let retry_at = deadline.map_or(retry_at, |d| retry_at.min(d));
+            let wake = tokio::select! {
+                wake = sub.next() => Some(wake),
+                () = tokio::time::sleep_until(retry_at) => None,
+            };
+            if let Some(Wake::Granted(token)) =
+                wake.filter(|w| !is_superseded(*w, superseded_below))
+            {
+                metrics::woken(self.family, "message");
+                // Handed over by the holder's release: no round trip needed. The grant came
+                // after our last attempt reached Redis, so its send time bounds the lease.
+                pending.disarm();
+                self.trace_acquired(token, started, attempts, Some("grant"));
+                return Ok((token, sent_at));
+            }
+            if wake.is_some_and(|w| is_superseded(w, superseded_below)) {
+                tracing::debug!(lock = %self.name, "ignored a superseded grant");
+                sub.rearm_grant();
+            }
+            let by = if wake.is_some() { "message" } else { "ttl" };
+            metrics::woken(self.family, by);
+            woken = Some(by);
+        }
+        unreachable!("the attempt counter does not run out")
+    }
+
+    /// Redlock: raises the fencing counter of every node to `token`, and succeeds once a
+    /// majority did. Any later majority shares a node with that one, so its token is greater
+    /// — as long as no node loses its data. Without a raised majority a later token could be
+    /// lower, so the caller must not hand this one out. One server: nothing to do.
+    async fn raise_fences(&self, token: u64) -> Result<(), LockError> {
+        if self.inner.nodes.len() == 1 {
+            return Ok(());
+        }
+        let call = scripts::fence_floor(self.keys, token);
+        let quorum = self.inner.quorum();
+        let raised = |answers: &[Result<i64, LockError>]| {
+            answers.iter().filter(|a| a.is_ok()).count() >= quorum
+        };
+        let answers = self
+            .inner
+            .eval_until(self.name, self.lease, call, raised)
+            .await;
+        if raised(&answers) {
+            return Ok(());
+        }
+        let mut errors = answers.into_iter().filter_map(Result::err);
+        Err(errors.next().unwrap_or_else(|| LockError::Timeout {
+            name: self.name.clone(),
+            after: self.lease,
+        }))
+    }
+
+    /// True while an attempt sent at `sent_at` still leaves some of the lease: Redlock's
+    /// validity, lease − elapsed − drift.
+    fn still_valid(&self, sent_at: Instant) -> bool {
+        sent_at.elapsed() + drift(self.lease) < self.lease
+    }
+
+    fn trace_acquired(&self, token: u64, started: Instant, attempts: u64, woken: Option<&str>) {
+        tracing::debug!(lock = %self.name, owner = %self.owner, token,
+            waited = ?started.elapsed(), attempts, woken, "acquired");
+    }
+
+    /// One run of the acquire script on every node (idempotent: a retry after a lost reply
+    /// is safe). Held when a quorum granted it with validity left; a minority grant is undone.
+    async fn try_once(&self, waiter_ttl: Duration) -> Result<Attempt, LockError> {
+        let started = Instant::now();
+        let publish = self.inner.config.publish;
+        let call = scripts::acquire(
+            self.keys,
+            &self.owner,
+            self.lease,
+            waiter_ttl,
+            &self.meta,
+            publish,
+        );
+        // A granting quorum settles it; any other outcome waits for every node, so that a
+        // minority grant is known and undone below (one left unseen on a slow node would
+        // block that node for a whole lease).
+        let quorum = self.inner.quorum();
+        let granted = |answers: &[Result<AcquireReply, LockError>]| {
+            let acquired = answers
+                .iter()
+                .filter(|a| matches!(a, Ok(AcquireReply::Acquired { .. })));
+            acquired.count() >= quorum
+        };
+        let answers = self
+            .inner
+            .eval_until(self.name, self.lease, call, granted)
+            .await;
+        let tally = AcquireTally::of(answers);
+        if tally.acquired >= quorum && self.still_valid(started) {
+            match self.raise_fences(tally.token).await {
+                Ok(()) if self.still_valid(started) => return Ok(Attempt::Acquired(tally.token)),
+                Err(error) => {
+                    leave(self.inner, self.keys, &self.owner, self.lease, &self.meta).await;
+                    return Err(error);
+                }
+                // Raising the fences ate the validity: undone below, as a late quorum is.
+                Ok(()) => {}
+            }
+        }
+        if tally.acquired > 0 {
+            leave(self.inner, self.keys, &self.owner, self.lease, &self.meta).await;
+        }
+        if tally.busy == 0 && tally.acquired < quorum {
+            if let Some(error) = tally.first_error {
+                return Err(error);
+            }
+        }
+        let ttl = if tally.no_ttl {
+            None
+        } else {
+            Some(tally.busy_ttl.unwrap_or(Duration::ZERO))
+        };
+        Ok(Attempt::Busy(ttl, tally.holder, tally.fence))
+    }
+}
+
+/// True for a grant that a later busy answer proved stale.
+fn is_superseded(wake: Wake, superseded_below: u64) -> bool {
+    matches!(wake, Wake::Granted(token) if token <= superseded_below)
+}

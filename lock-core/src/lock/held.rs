@@ -1,0 +1,276 @@
+//! The shared state of one lock held in Redis, behind every guard of that hold.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use crate::client::handle::ClientInner;
+use crate::error::LockError;
+use crate::lock::quorum::Renewal;
+use crate::lock::scope::Scope;
+use crate::lock::time::{drift, later};
+use crate::metrics::{self, Family};
+use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::replies::ReleaseReply;
+use crate::protocol::scripts;
+
+/// One hold of a lock by one owner. Reentrant guards of a scope share it.
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub(crate) client: Arc<ClientInner>,
+    pub(crate) name: LockName,
+    pub(crate) keys: LockKeys,
+    pub(crate) owner: String,
+    pub(crate) token: u64,
+    /// Lease set at each renewal; the watchdog renews only when the request set none.
+    pub(crate) lease: Duration,
+    pub(crate) watchdog: bool,
+    pub(crate) acquired_at: Instant,
+    /// The metrics label (see [`LockRequest::family`](crate::LockRequest::family)).
+    pub(crate) family: Family,
+    /// The holder metadata sent with the acquisition (part of its queue entry).
+    meta: String,
+    /// Set once the end of the hold was recorded in the metrics.
+    ended_recorded: AtomicBool,
+    scope: Option<Arc<Scope>>,
+    holds: AtomicUsize,
+    /// Last confirmed expiry on the local monotonic clock (send time + TTL Redis confirmed).
+    expires_at: Mutex<Instant>,
+    /// Fires on loss and on release: from then on the lock cannot be assumed held.
+    ended: CancellationToken,
+    lost_reason: OnceLock<&'static str>,
+    released: AtomicBool,
+}
+
+/// What an acquisition learned, to build a [`Held`] from.
+pub(crate) struct Acquired {
+    pub(crate) name: LockName,
+    pub(crate) keys: LockKeys,
+    pub(crate) owner: String,
+    pub(crate) token: u64,
+    pub(crate) lease: Duration,
+    pub(crate) watchdog: bool,
+    pub(crate) sent_at: Instant,
+    pub(crate) family: Family,
+    pub(crate) meta: String,
+}
+
+impl Held {
+    pub(crate) fn new(
+        client: Arc<ClientInner>,
+        acquired: Acquired,
+        scope: Option<Arc<Scope>>,
+    ) -> Arc<Self> {
+        let held = Arc::new(Self {
+            client,
+            name: acquired.name,
+            keys: acquired.keys,
+            owner: acquired.owner,
+            token: acquired.token,
+            lease: acquired.lease,
+            watchdog: acquired.watchdog,
+            acquired_at: acquired.sent_at,
+            family: acquired.family,
+            meta: acquired.meta,
+            ended_recorded: AtomicBool::new(false),
+            scope,
+            holds: AtomicUsize::new(1),
+            expires_at: Mutex::new(later(acquired.sent_at, acquired.lease)),
+            ended: CancellationToken::new(),
+            lost_reason: OnceLock::new(),
+            released: AtomicBool::new(false),
+        });
+        metrics::hold_started(&held.family);
+        if held.watchdog {
+            held.client.watchdog.register(&held);
+        }
+        if let Some(scope) = &held.scope {
+            scope.insert(&held);
+        }
+        held
+    }
+
+    pub(crate) fn scope_key(&self) -> (Arc<str>, Vec<u8>) {
+        (Arc::clone(&self.client.id), self.keys.lock.clone())
+    }
+
+    pub(crate) fn add_hold(&self) {
+        self.holds.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Drops one hold; true when it was the last.
+    pub(crate) fn drop_hold(&self) -> bool {
+        self.holds.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// Drops one guard's hold, through the scope when there is one; true for the outermost.
+    pub(crate) fn release_hold(self: &Arc<Self>) -> bool {
+        match &self.scope {
+            Some(scope) => scope.release_hold(self),
+            None => self.drop_hold(),
+        }
+    }
+
+    fn expires_at(&self) -> Instant {
+        *self
+            .expires_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The instant after which the lock can no longer be assumed held.
+    pub(crate) fn local_deadline(&self) -> Instant {
+        self.expires_at() - drift(self.lease)
+    }
+
+    /// Applies the outcome of a renewal or extension sent at `sent_at`: a confirmed TTL moves
+    /// the local deadline on; a majority without the hold marks it lost, for `reason`; no
+    /// answer leaves it to the local deadline.
+    pub(crate) fn settle(&self, outcome: Renewal, sent_at: Instant, reason: &'static str) {
+        match outcome {
+            Renewal::Confirmed(ttl) => {
+                self.confirm(sent_at, ttl);
+                metrics::renewed(&self.family);
+                tracing::trace!(lock = %self.name, ?ttl, "renewed");
+            }
+            // Counted as lost where the hold ends.
+            Renewal::Lost => self.mark_lost(reason),
+            Renewal::Unknown => metrics::renewal_failed(&self.family),
+        }
+    }
+
+    /// Records a TTL that Redis confirmed for a command sent at `sent_at`.
+    pub(crate) fn confirm(&self, sent_at: Instant, ttl: Duration) {
+        let mut at = self
+            .expires_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *at = (*at).max(later(sent_at, ttl));
+    }
+
+    pub(crate) fn is_released(&self) -> bool {
+        self.released.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost_reason.get().is_some()
+    }
+
+    pub(crate) fn is_held(&self) -> bool {
+        !self.ended.is_cancelled() && Instant::now() < self.local_deadline()
+    }
+
+    /// The error for using this hold after it was lost.
+    pub(crate) fn lost_error(&self) -> LockError {
+        LockError::Lost {
+            name: self.name.clone(),
+            reason: self
+                .lost_reason
+                .get()
+                .copied()
+                .unwrap_or("its lease ran out without a confirmed renewal"),
+        }
+    }
+
+    /// Marks the hold lost, once; never re-acquires.
+    pub(crate) fn mark_lost(&self, reason: &'static str) {
+        if self.is_released() || self.lost_reason.set(reason).is_err() {
+            return;
+        }
+        tracing::warn!(lock = %self.name, owner = %self.owner, reason, "lock lost");
+        metrics::lost(&self.family);
+        self.record_end();
+        self.ended.cancel();
+    }
+
+    /// Records the end of the hold in the metrics, once (release, loss or drop).
+    fn record_end(&self) {
+        if !self.ended_recorded.swap(true, Ordering::AcqRel) {
+            metrics::hold_ended(&self.family, self.acquired_at.elapsed());
+        }
+    }
+
+    /// Resolves once the hold ended by loss or release (the local lease deadline is
+    /// watched by [`Lost`](crate::lock::guard::Lost), which calls [`mark_lost`](Self::mark_lost)).
+    pub(crate) fn ended_signal(&self) -> WaitForCancellationFutureOwned {
+        self.ended.clone().cancelled_owned()
+    }
+
+    /// Deletes the hold in Redis (publishing the release), once, and answers as soon as the
+    /// outcome is known: at the first node that released it (Redlock: a dead or slow
+    /// minority does not hold the caller up; the calls to the other nodes go on in the
+    /// background until they answer, so none is left holding), else when every node has
+    /// answered.
+    ///
+    /// # Errors
+    /// [`LockError::NotHeld`] when the nodes that answered no longer had this hold; the
+    /// Redis error when none answered.
+    pub(crate) async fn release_in_redis(self: Arc<Self>) -> Result<(), LockError> {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.client.watchdog.unregister(&self);
+        self.ended.cancel();
+        self.record_end();
+        let publish = self.client.config.publish;
+        let call = scripts::release(&self.keys, &self.owner, self.lease, &self.meta, publish);
+        let released = |answers: &[Result<ReleaseReply, LockError>]| {
+            answers.iter().any(|a| matches!(a, Ok(r) if r.was_held()))
+        };
+        let answers = (self.client)
+            .eval_until(&self.name, self.lease, call, released)
+            .await;
+        let held_for = self.acquired_at.elapsed();
+        tracing::debug!(lock = %self.name, owner = %self.owner, ?held_for, "released");
+        if released(&answers) {
+            return Ok(());
+        }
+        // "Not held" if any node answered; an error only if none did.
+        let answered = answers.iter().any(Result::is_ok);
+        match answers.into_iter().find_map(Result::err) {
+            Some(error) if !answered => Err(error),
+            _ => Err(LockError::NotHeld {
+                name: self.name.clone(),
+            }),
+        }
+    }
+
+    /// Releases from a destructor: stops renewal now and deletes in the background.
+    pub(crate) fn release_detached(self: Arc<Self>) {
+        self.client.watchdog.unregister(&self);
+        let name = self.name.clone();
+        finish_in_background(name, self.release_in_redis());
+    }
+}
+
+/// Runs `release` of the lock `name` to its end on the current runtime, logging a failure.
+/// Outside a runtime nothing can reach Redis: the lock expires after its lease.
+pub(crate) fn finish_in_background(
+    name: LockName,
+    release: impl Future<Output = Result<(), LockError>> + Send + 'static,
+) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(async move {
+                if let Err(error) = release.await {
+                    tracing::warn!(lock = %name, %error, "background release failed");
+                }
+            });
+        }
+        Err(_) => tracing::warn!(
+            lock = %name,
+            "released outside a Tokio runtime: the lock expires after its lease"
+        ),
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // A hold whose guard was dropped outside a runtime ends here.
+        self.record_end();
+    }
+}

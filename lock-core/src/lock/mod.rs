@@ -1,0 +1,20 @@
+//! A lock's lifecycle: the request and its options ([`request`]), the acquisition
+//! ([`acquire`], with its clean-up guard [`pending`] and the Redlock tallies of
+//! [`quorum`]), the hold shared by reentrant guards ([`held`]), the guard itself
+//! ([`guard`]), reentrancy scopes ([`scope`]), renewal ([`watchdog`]), replica
+//! acknowledgement ([`replicas`]) and local-clock arithmetic ([`time`]).
+//!
+//! This module and [`crate::client`] depend on each other, by design: the client makes
+//! requests and owns the watchdog's registry, and a request, a hold and the watchdog call
+//! Redis through the client they belong to.
+
+pub(crate) mod acquire;
+pub(crate) mod guard;
+pub(crate) mod held;
+pub(crate) mod pending;
+pub(crate) mod quorum;
+pub(crate) mod replicas;
+pub(crate) mod request;
+pub(crate) mod scope;
+pub(crate) mod time;
+pub(crate) mod watchdog;

@@ -1,0 +1,87 @@
+//! The clean-up guard of an acquisition under way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::handle::ClientInner;
+use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::replies::ReleaseReply;
+use crate::protocol::scripts;
+
+/// An acquisition under way. Unless disarmed, it leaves no trace in Redis: the owner is
+/// taken out of the queue, and a hold it got without seeing the answer (a dropped future, a
+/// lost or late reply, a grant nobody read) is released and handed on.
+/// It borrows what the clean-up needs from the attempt and copies it only when it must run.
+pub(crate) struct Pending<'a> {
+    inner: &'a Arc<ClientInner>,
+    keys: &'a LockKeys,
+    owner: &'a str,
+    lease: Duration,
+    /// The holder metadata the attempts sent (part of the queue entry).
+    meta: &'a str,
+    armed: bool,
+}
+
+impl<'a> Pending<'a> {
+    pub(crate) fn new(
+        inner: &'a Arc<ClientInner>,
+        keys: &'a LockKeys,
+        owner: &'a str,
+        lease: Duration,
+        meta: &'a str,
+    ) -> Self {
+        Self {
+            inner,
+            keys,
+            owner,
+            lease,
+            meta,
+            armed: true,
+        }
+    }
+
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+
+    /// Leaves now, waiting for Redis (errors are left to the waiter's queue deadline).
+    pub(crate) async fn leave(mut self) {
+        self.armed = false;
+        leave(self.inner, self.keys, self.owner, self.lease, self.meta).await;
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (inner, keys, lease) = (Arc::clone(self.inner), self.keys.clone(), self.lease);
+        let (owner, meta) = (self.owner.to_owned(), self.meta.to_owned());
+        runtime.spawn(async move { leave(&inner, &keys, &owner, lease, &meta).await });
+    }
+}
+
+pub(crate) async fn leave(
+    inner: &ClientInner,
+    keys: &LockKeys,
+    owner: &str,
+    lease: Duration,
+    meta: &str,
+) {
+    let name = LockName::from(keys.lock.clone());
+    let call = scripts::release(keys, owner, lease, meta, inner.config.publish);
+    for answer in inner.eval_each(&name, lease, call).await {
+        match answer {
+            Ok(ReleaseReply::NotHeld) => {}
+            Ok(_) => {
+                tracing::debug!(lock = %name, "released a hold whose acquisition was not seen")
+            }
+            Err(error) => tracing::warn!(lock = %name, %error,
+                "could not leave the lock's queue; the entry expires by itself"),
+        }
+    }
+}

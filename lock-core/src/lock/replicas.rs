@@ -1,0 +1,91 @@
+//! Replica acknowledgement (`min_replicas`): after an acquisition, Redis `WAIT` until enough
+//! replicas have the hold, else give it back — as Redisson's `checkLockSyncedSlaves` does.
+//!
+//! `WAIT` blocks the connection it runs on and counts only that connection's writes, so it
+//! runs on the client's replication connection, after a `TOUCH` of the hold there.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::{bounded, LockError};
+use crate::lock::guard::LockGuard;
+use crate::lock::time::later;
+use crate::protocol::scripts;
+use crate::transport::backend::Conn;
+
+/// Pause after a failed `WAIT`, so a server that refuses at once is not asked in a busy loop.
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+
+/// Waits until `replicas` replicas acknowledged the hold of `guard`, for at most `timeout`.
+/// With fewer, the hold is released (and handed on) and [`LockError::NotReplicated`]
+/// returned.
+///
+/// The guard exists and the watchdog renews it while this waits, so dropping this future
+/// releases the lock and a long `WAIT` does not eat the lease.
+pub(crate) async fn replicated(
+    guard: LockGuard,
+    replicas: usize,
+    timeout: Duration,
+) -> Result<LockGuard, LockError> {
+    let acked = match acknowledged(&guard, replicas, timeout).await {
+        Ok(acked) if acked >= replicas => return Ok(guard),
+        Ok(acked) => acked,
+        Err(error) => {
+            // Released by the drop; the caller learns why.
+            drop(guard);
+            return Err(error);
+        }
+    };
+    let name = guard.name().clone();
+    if let Err(error) = guard.release().await {
+        tracing::debug!(lock = %name, %error, "releasing an unreplicated hold failed");
+    }
+    Err(LockError::NotReplicated {
+        name,
+        acked,
+        required: replicas,
+    })
+}
+
+/// How many replicas acknowledged, asking in slices shorter than the command timeout (which
+/// bounds every reply) until `replicas` did or `timeout` passed.
+///
+/// # Errors
+/// The errors of the `TOUCH`, and [`LockError::Lost`] when the hold is already gone.
+async fn acknowledged(
+    guard: &LockGuard,
+    replicas: usize,
+    timeout: Duration,
+) -> Result<usize, LockError> {
+    let held = guard.held();
+    let client = &held.client;
+    let mut conn: Conn = client.replication.clone().unwrap_or_else(|| client.conn());
+    let command_timeout = client.config.command_timeout;
+    let touch = scripts::touch(&held.keys, &held.owner, held.lease);
+    let ttl: i64 = bounded(&held.name, command_timeout, touch.invoke_async(&mut conn)).await?;
+    if ttl <= 0 {
+        held.mark_lost("the lock was gone before its replicas acknowledged it");
+        return Err(held.lost_error());
+    }
+    let slice = (command_timeout / 2).max(Duration::from_millis(1));
+    let deadline = later(Instant::now(), timeout);
+    let mut acked = 0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match conn
+            .wait_replicas(&held.keys.lock, replicas, left.min(slice))
+            .await
+        {
+            Ok(n) if n >= replicas => return Ok(n),
+            Ok(n) => acked = n,
+            Err(error) => {
+                tracing::debug!(lock = %held.name, %error, "WAIT failed");
+                tokio::time::sleep(RETRY_PAUSE.min(left)).await;
+            }
+        }
+        if Instant::now() >= deadline {
+            return Ok(acked);
+        }
+    }
+}

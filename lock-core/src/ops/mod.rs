@@ -1,0 +1,120 @@
+//! The operator's tools: inspecting one lock ([`inspect`]), listing locks with SCAN
+//! ([`list`]), and forcing a release.
+//!
+//! The `impl LockClient` block below is the client's one other inherent block besides
+//! [`crate::client::handle`]'s: every operator method of the client is here, and nowhere
+//! else (see [`crate::client`]).
+
+pub(crate) mod inspect;
+pub(crate) mod list;
+
+use futures_util::stream::{self, StreamExt};
+
+use crate::client::handle::LockClient;
+use crate::error::LockError;
+use crate::ops::inspect::LockState;
+use crate::ops::list::glob_escape;
+use crate::protocol::name::{decode, encode_into, LockKeys, LockName};
+use crate::protocol::scripts;
+
+/// Locks [`LockClient::list`] reads at once.
+const LIST_IN_FLIGHT: usize = 64;
+
+impl LockClient {
+    /// Reads the lock `name` as it is in Redis now: holder, hold count, remaining lease,
+    /// fencing token, waiters and the holder's metadata. Takes no lock.
+    ///
+    /// Under Redlock every node is read and the lock is held only by an owner a quorum of
+    /// them agrees on (shortest remaining lease among them, highest fencing token of all);
+    /// a minority of nodes that does not answer is skipped.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], and the Redis errors.
+    ///
+    /// # Cancel safety
+    /// Read-only: dropping the future changes nothing.
+    pub async fn inspect(&self, name: impl Into<LockName>) -> Result<LockState, LockError> {
+        let name = name.into();
+        let keys = self.inner.keys(&name)?;
+        Ok(inspect::state(&self.inner, name, keys).await?.0)
+    }
+
+    /// Every lock under this client's key prefix whose name starts with `name_prefix`
+    /// (`""` for all), held or not, sorted by key. Glob characters in `name_prefix` match
+    /// only themselves. Uses SCAN (never KEYS), on every master of a Cluster and every
+    /// Redlock node.
+    ///
+    /// With an empty key prefix (Redisson interop) every hash of the database is a
+    /// candidate (distlock's own bookkeeping keys are no hashes).
+    ///
+    /// # Errors
+    /// The Redis errors.
+    ///
+    /// # Cancel safety
+    /// Read-only: dropping the future changes nothing.
+    pub async fn list(&self, name_prefix: &str) -> Result<Vec<LockState>, LockError> {
+        let prefix = self.inner.config.key_prefix.as_bytes();
+        let mut wanted = prefix.to_vec();
+        encode_into(&mut wanted, name_prefix.as_bytes());
+        let mut pattern = glob_escape(&wanted);
+        pattern.push(b'*');
+        let keys = list::scan_keys(&self.inner, &pattern).await?;
+        let mut states = stream::iter(keys)
+            .map(|key| {
+                let name = LockName::from(decode(&key[prefix.len()..]));
+                inspect::state(&self.inner, name, LockKeys::for_key(key))
+            })
+            // In order, a bounded number in flight: a large keyspace neither floods the
+            // connection nor holds every answer at once.
+            .buffered(LIST_IN_FLIGHT);
+        let mut locks = Vec::new();
+        while let Some(state) = states.next().await {
+            // A key deleted or replaced since the scan is no lock.
+            if let (state, true) = state? {
+                locks.push(state);
+            }
+        }
+        Ok(locks)
+    }
+
+    /// Deletes the lock `name` whoever holds it, for operators: its holder record goes too,
+    /// the next queued waiter gets the lock (or every waiter is woken), and the former
+    /// holder's guard reports the lock lost at its next renewal. Mutual exclusion is broken
+    /// for the former holder's remaining work: use it on stuck holders only.
+    ///
+    /// Answers `false` when the lock was not held.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], and the Redis errors.
+    ///
+    /// # Cancel safety
+    /// Dropped after the call was sent, the lock may or may not have been released:
+    /// [`inspect`](Self::inspect) tells.
+    pub async fn force_release(&self, name: impl Into<LockName>) -> Result<bool, LockError> {
+        let name = name.into();
+        let keys = self.inner.keys(&name)?;
+        // Every node: a Redlock lock lives on a majority of them.
+        let call = scripts::force_release(&keys, self.inner.config.publish);
+        let mut released = false;
+        let mut first_error = None;
+        for answer in self
+            .inner
+            .eval_each(&name, self.inner.config.lease, call)
+            .await
+        {
+            match answer {
+                Ok(outcome) => released |= outcome.was_held(),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        if let (false, Some(error)) = (released, first_error) {
+            return Err(error);
+        }
+        if released {
+            tracing::warn!(lock = %name, "force-released by an operator");
+        }
+        Ok(released)
+    }
+}

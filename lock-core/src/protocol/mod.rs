@@ -1,0 +1,31 @@
+//! The on-Redis protocol, in one place: lock names and the keys derived from them
+//! ([`name`], [`template`]), the Lua scripts ([`scripts`]) and what they answer
+//! ([`replies`]), the messages on a lock's channel ([`messages`]), and the holder record
+//! ([`holder`]).
+//!
+//! The lock itself is Redisson's `RLock` layout: a hash `owner → hold count` with a PEXPIRE,
+//! and a release publishes `0` on `redisson_lock__channel:{<key>}`. On top of it distlock
+//! keeps a fair queue of waiters, so a release hands the lock straight to the next live
+//! waiter (publishing `distlock:grant:<owner>:<token>`, which Redisson ignores) instead of
+//! waking everyone to race:
+//!
+//! - fence `distlock__fence:{<key>}`: the fencing counter (never expires);
+//! - queue `distlock__queue:{<key>}`: ZSET of waiters by arrival time (ms, Redis clock);
+//! - deadlines `distlock__waiters:{<key>}`: ZSET of the same waiters by liveness deadline;
+//!   a waiter refreshes it while it waits, so a crashed waiter is skipped;
+//! - holder `distlock__holder:{<key>}`: STRING of who holds the lock, with the lock's TTL:
+//!   owner, service, host, pid, request id and acquired-at (ms, Redis clock) joined by byte
+//!   31 — one `SET … PX` per acquisition, the cheapest record Redis can keep.
+//!
+//! A waiter's member is `<lease ms>|<owner>|<metadata>`, so a hand-off can set the waiter's
+//! own lease and holder record (owners never contain `|`; only the first two count, and a
+//! member without metadata is accepted). Metadata is service, host, pid and request id
+//! joined by byte 31 ([`holder`] keeps control bytes out of the values). Every script
+//! touches only keys of one lock, all in one slot (see [`LockKeys`](name::LockKeys)).
+
+pub(crate) mod holder;
+pub(crate) mod messages;
+pub(crate) mod name;
+pub(crate) mod replies;
+pub(crate) mod scripts;
+pub(crate) mod template;

@@ -1,0 +1,259 @@
+//! Lock names and the Redis keys derived from them.
+
+use std::fmt;
+
+/// The name of a lock: any bytes the application chooses.
+///
+/// Names are encoded before they reach Redis so that no byte in a name can move the lock to
+/// another Cluster slot or make two names collide: `%`, `{`, `}` and control bytes are
+/// percent-escaped, everything else is kept as it is. The lock key is
+/// `<prefix><encoded name>`, which contains no braces, and every companion key (fencing
+/// counter, release channel, waiter queue and deadlines, holder record) carries the whole
+/// lock key as its hash tag, so all of them share the lock's Cluster slot.
+///
+/// A name that is empty or longer than the client's limit (see
+/// [`LockClientBuilder::max_name_len`](crate::LockClientBuilder::max_name_len)) is rejected
+/// with [`LockError::InvalidName`](crate::LockError::InvalidName).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct LockName(Vec<u8>);
+
+impl LockName {
+    /// Creates a name from raw bytes.
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
+        Self(bytes.into())
+    }
+
+    /// The raw bytes of the name, as the application gave them.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// Why this name cannot be a lock's (empty, or longer than `max_len` bytes), if so.
+    pub(crate) fn invalid_reason(&self, max_len: usize) -> Option<String> {
+        if self.0.is_empty() {
+            Some("a lock name must not be empty".to_owned())
+        } else if self.0.len() > max_len {
+            Some(format!(
+                "{} bytes is longer than the limit of {max_len} bytes",
+                self.0.len()
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+impl From<&str> for LockName {
+    fn from(s: &str) -> Self {
+        Self(s.as_bytes().to_vec())
+    }
+}
+
+impl From<String> for LockName {
+    fn from(s: String) -> Self {
+        Self(s.into_bytes())
+    }
+}
+
+impl From<&String> for LockName {
+    fn from(s: &String) -> Self {
+        Self::from(s.as_str())
+    }
+}
+
+impl From<&[u8]> for LockName {
+    fn from(b: &[u8]) -> Self {
+        Self(b.to_vec())
+    }
+}
+
+impl From<Vec<u8>> for LockName {
+    fn from(b: Vec<u8>) -> Self {
+        Self(b)
+    }
+}
+
+impl From<&LockName> for LockName {
+    fn from(n: &LockName) -> Self {
+        n.clone()
+    }
+}
+
+/// Longest rendering of a name in messages; error texts must stay readable for 10 kB names.
+const DISPLAY_MAX: usize = 80;
+
+impl fmt::Display for LockName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = String::from_utf8_lossy(&self.0);
+        for (shown, c) in text.chars().enumerate() {
+            if shown >= DISPLAY_MAX {
+                return write!(f, "…({} bytes)", self.0.len());
+            }
+            write!(f, "{}", c.escape_debug())?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for LockName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LockName(\"{self}\")")
+    }
+}
+
+/// The Redis keys of one lock. All of them hash to the slot of `lock`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct LockKeys {
+    /// The Redisson-compatible hash `owner → hold count`.
+    pub(crate) lock: Vec<u8>,
+    /// The fencing counter (never expires, so tokens keep rising across expiries).
+    pub(crate) fence: Vec<u8>,
+    /// Redisson's release channel, `redisson_lock__channel:{<lock key>}`.
+    pub(crate) channel: Vec<u8>,
+    /// The fair queue of waiters, by arrival.
+    pub(crate) queue: Vec<u8>,
+    /// The waiters' liveness deadlines.
+    pub(crate) deadlines: Vec<u8>,
+    /// Who holds the lock (service, host, pid, request id, since when), for operators.
+    pub(crate) holder: Vec<u8>,
+}
+
+impl LockKeys {
+    /// Derives the keys of `name` under `prefix` (already validated brace-free; the name is
+    /// checked with [`LockName::invalid_reason`] first).
+    pub(crate) fn new(prefix: &str, name: &LockName) -> Self {
+        let mut lock = prefix.as_bytes().to_vec();
+        encode_into(&mut lock, name.as_bytes());
+        Self::for_key(lock)
+    }
+
+    /// The keys of the lock whose Redis key is `lock` (as found by a scan).
+    pub(crate) fn for_key(lock: Vec<u8>) -> Self {
+        Self {
+            fence: tagged(b"distlock__fence:", &lock),
+            channel: tagged(b"redisson_lock__channel:", &lock),
+            queue: tagged(b"distlock__queue:", &lock),
+            deadlines: tagged(b"distlock__waiters:", &lock),
+            holder: tagged(b"distlock__holder:", &lock),
+            lock,
+        }
+    }
+}
+
+/// `<prefix>{<lock key>}`: the lock key has no braces, so it is the whole hash tag.
+fn tagged(prefix: &[u8], lock: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(prefix.len() + lock.len() + 2);
+    key.extend_from_slice(prefix);
+    key.push(b'{');
+    key.extend_from_slice(lock);
+    key.push(b'}');
+    key
+}
+
+/// True for bytes that are escaped in keys: the escape itself, hash-tag braces, controls.
+pub(crate) fn needs_escape(b: u8) -> bool {
+    matches!(b, b'%' | b'{' | b'}' | 0..=0x1f | 0x7f)
+}
+
+/// Appends `raw` percent-escaping [`needs_escape`] bytes; injective because `%` is escaped.
+pub(crate) fn encode_into(out: &mut Vec<u8>, raw: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in raw {
+        if needs_escape(b) {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        } else {
+            out.push(b);
+        }
+    }
+}
+
+/// Undoes [`encode_into`]: `%XX` becomes the byte; anything else is kept.
+pub(crate) fn decode(encoded: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| {
+        char::from(b)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
+    let mut out = Vec::with_capacity(encoded.len());
+    let mut i = 0;
+    while i < encoded.len() {
+        let escaped = encoded
+            .get(i + 1..i + 3)
+            .and_then(|h| Some(hex(h[0])? << 4 | hex(h[1])?));
+        match escaped {
+            Some(b) if encoded[i] == b'%' => {
+                out.push(b);
+                i += 3;
+            }
+            _ => {
+                out.push(encoded[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(name: &[u8]) -> LockKeys {
+        LockKeys::new("p:", &LockName::from(name))
+    }
+
+    #[test]
+    fn plain_names_are_kept_for_redisson_interop() {
+        let k = keys(b"item_7");
+        assert_eq!(k.lock, b"p:item_7");
+        assert_eq!(k.channel, b"redisson_lock__channel:{p:item_7}");
+        assert_eq!(k.fence, b"distlock__fence:{p:item_7}");
+        assert_eq!(k.holder, b"distlock__holder:{p:item_7}");
+    }
+
+    #[test]
+    fn braces_cannot_choose_the_hash_tag() {
+        let k = keys(b"a{b}c");
+        assert_eq!(k.lock, b"p:a%7Bb%7Dc");
+        assert!(!k.lock.contains(&b'{') && !k.lock.contains(&b'}'));
+        assert_eq!(k.channel, b"redisson_lock__channel:{p:a%7Bb%7Dc}");
+    }
+
+    #[test]
+    fn escapes_are_injective() {
+        // "%7B" literally and "{" must not collide.
+        assert_ne!(keys(b"%7B").lock, keys(b"{").lock);
+        assert_eq!(keys(b"%").lock, b"p:%25");
+        assert_eq!(keys(b"a\r\n\0").lock, b"p:a%0D%0A%00");
+    }
+
+    #[test]
+    fn decoding_undoes_encoding() {
+        for name in [&b"a{b}%c\r\n"[..], b"plain", b"%zz", &[0xff, b'%']] {
+            let mut encoded = Vec::new();
+            encode_into(&mut encoded, name);
+            assert_eq!(decode(&encoded), name);
+        }
+    }
+
+    #[test]
+    fn non_utf8_bytes_pass_through() {
+        assert_eq!(keys(&[0xff, 0xfe]).lock, [b'p', b':', 0xff, 0xfe]);
+    }
+
+    #[test]
+    fn empty_and_long_names_are_rejected() {
+        let long = LockName::from(vec![b'x'; 10_000]);
+        let reason = long.invalid_reason(1024).unwrap();
+        assert!(reason.contains("10000 bytes"), "{reason}");
+        assert!(LockName::from("").invalid_reason(1024).is_some());
+        assert_eq!(LockName::from("x").invalid_reason(1), None);
+    }
+
+    #[test]
+    fn display_is_escaped_and_bounded() {
+        assert_eq!(LockName::from("a\nb").to_string(), "a\\nb");
+        let shown = LockName::from(vec![b'x'; 10_000]).to_string();
+        assert!(shown.len() < 120 && shown.ends_with("(10000 bytes)"));
+    }
+}

@@ -1,0 +1,244 @@
+//! What each script answers, read once, here: the rest of the crate sees these types and
+//! never indexes an answer by position. The shapes are stated in each `.lua` file's header.
+
+use std::time::Duration;
+
+use redis::{FromRedisValue, ParsingError, Value};
+
+use crate::protocol::holder::HolderInfo;
+
+/// The answer to ACQUIRE.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// This owner holds the lock, with this fencing token.
+    Acquired { token: u64 },
+    /// Another owner holds it (or it was promised to an earlier waiter).
+    Busy {
+        /// The lock's PTTL: `-1` without expiry, `-2` when it vanished meanwhile.
+        pttl: i64,
+        /// The fencing counter then: a grant with a token not above it was superseded.
+        fence: u64,
+        /// The holder's record, if it has one.
+        holder: Option<HolderInfo>,
+    },
+}
+
+impl FromRedisValue for AcquireReply {
+    /// `{1, token}` or `{0, pttl, fence, holder record fields…}`.
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        let mut items = Vec::<Value>::from_redis_value(v)?.into_iter();
+        let mut int = || i64::from_redis_value(items.next().unwrap_or(Value::Nil));
+        let (status, value) = (int()?, int()?);
+        if status == 1 {
+            return Ok(Self::Acquired {
+                token: value.unsigned_abs(),
+            });
+        }
+        let fence = int()?.unsigned_abs();
+        let record: Vec<String> = items
+            .map(|v| String::from_redis_value(v).unwrap_or_default())
+            .collect();
+        Ok(Self::Busy {
+            pttl: value,
+            fence,
+            holder: HolderInfo::from_fields(&record),
+        })
+    }
+}
+
+/// The answer to RELEASE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReleaseReply {
+    /// The owner held nothing (it only left the queue).
+    NotHeld,
+    /// The lock was deleted and the release published.
+    Released,
+    /// A reentrant hold remains (Redisson clients).
+    StillHeld,
+    /// The lock was handed to the next waiter.
+    HandedOver,
+}
+
+impl ReleaseReply {
+    /// True when the owner held the lock.
+    pub(crate) fn was_held(self) -> bool {
+        self != Self::NotHeld
+    }
+}
+
+impl FromRedisValue for ReleaseReply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        match i64::from_redis_value(v)? {
+            0 => Ok(Self::NotHeld),
+            1 => Ok(Self::Released),
+            2 => Ok(Self::StillHeld),
+            3 => Ok(Self::HandedOver),
+            n => Err(format!("RELEASE answered {n}").into()),
+        }
+    }
+}
+
+/// The answer to FORCE_RELEASE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ForceReleaseReply {
+    /// There was no lock.
+    NoLock,
+    /// The lock was deleted and the release published.
+    Released,
+    /// The lock was deleted and handed to a waiter.
+    HandedOver,
+}
+
+impl ForceReleaseReply {
+    /// True when there was a lock to delete.
+    pub(crate) fn was_held(self) -> bool {
+        self != Self::NoLock
+    }
+}
+
+impl FromRedisValue for ForceReleaseReply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        match i64::from_redis_value(v)? {
+            0 => Ok(Self::NoLock),
+            1 => Ok(Self::Released),
+            2 => Ok(Self::HandedOver),
+            n => Err(format!("FORCE_RELEASE answered {n}").into()),
+        }
+    }
+}
+
+/// The answer to INSPECT: one node's snapshot of one lock. Lenient: the key may be any
+/// hash of the database (a listing with an empty key prefix), so an unreadable part reads as
+/// "nothing there".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct InspectReply {
+    /// The key is a hash (a lock, or something in its place).
+    pub(crate) is_hash: bool,
+    /// The holding owner and its hold count (the hash's first field).
+    pub(crate) owner: Option<(String, u64)>,
+    /// The lock's remaining lease, when held and expiring.
+    pub(crate) remaining_ttl: Option<Duration>,
+    /// The last fencing token issued (0: none).
+    pub(crate) fencing_token: u64,
+    /// Live waiters.
+    pub(crate) waiters: usize,
+    /// The holder's record, if it has one.
+    pub(crate) holder: Option<HolderInfo>,
+}
+
+impl FromRedisValue for InspectReply {
+    /// `{type, HGETALL, pttl, fence, waiters, holder record fields}`.
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        let mut items = Vec::<Value>::from_redis_value(v)?.into_iter();
+        let mut next = || items.next().unwrap_or(Value::Nil);
+        let kind = String::from_redis_value(next()).unwrap_or_default();
+        let fields = Vec::<(String, u64)>::from_redis_value(next()).unwrap_or_default();
+        let pttl = i64::from_redis_value(next()).unwrap_or(-2);
+        let fencing_token = u64::from_redis_value(next()).unwrap_or(0);
+        let waiters = usize::from_redis_value(next()).unwrap_or(0);
+        let record = Vec::<String>::from_redis_value(next()).unwrap_or_default();
+        let owner = fields.into_iter().next();
+        Ok(Self {
+            is_hash: kind == "hash",
+            remaining_ttl: (owner.is_some() && pttl >= 0)
+                .then(|| Duration::from_millis(pttl.unsigned_abs())),
+            owner,
+            fencing_token,
+            waiters,
+            holder: HolderInfo::from_fields(&record),
+        })
+    }
+}
+
+/// The answer to RENEW: per lock of the call, in call order, its TTL in ms (0: lost).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RenewReply(Vec<i64>);
+
+impl RenewReply {
+    /// The answer for the `i`-th lock of the call (`None` if the answer is short).
+    pub(crate) fn ttl_ms(&self, i: usize) -> Option<i64> {
+        self.0.get(i).copied()
+    }
+}
+
+impl FromRedisValue for RenewReply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        Vec::from_redis_value(v).map(Self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn acquire_reads_both_shapes() {
+        let got = AcquireReply::from_redis_value(Value::Array(vec![Value::Int(1), Value::Int(7)]));
+        assert_eq!(got.unwrap(), AcquireReply::Acquired { token: 7 });
+        let mut busy = vec![Value::Int(0), Value::Int(900), Value::Int(12)];
+        busy.extend(["u:1", "billing", "web-3", "4242", "1714533129456", ""].map(bulk));
+        let Ok(AcquireReply::Busy {
+            pttl,
+            fence,
+            holder,
+        }) = AcquireReply::from_redis_value(Value::Array(busy))
+        else {
+            panic!("a busy answer")
+        };
+        assert_eq!((pttl, fence), (900, 12));
+        assert_eq!(holder.unwrap().service(), "billing");
+        let bare = vec![Value::Int(0), Value::Int(-1), Value::Int(3)];
+        let got = AcquireReply::from_redis_value(Value::Array(bare)).unwrap();
+        assert!(matches!(
+            got,
+            AcquireReply::Busy {
+                pttl: -1,
+                fence: 3,
+                holder: None
+            }
+        ));
+        assert!(AcquireReply::from_redis_value(Value::Int(1)).is_err());
+    }
+
+    #[test]
+    fn release_outcomes_are_numbered_as_in_the_script() {
+        let read = |n| ReleaseReply::from_redis_value(Value::Int(n));
+        assert_eq!(read(0).unwrap(), ReleaseReply::NotHeld);
+        assert_eq!(read(3).unwrap(), ReleaseReply::HandedOver);
+        assert!(read(2).unwrap().was_held() && !read(0).unwrap().was_held());
+        assert!(read(4).is_err());
+        let force = |n| ForceReleaseReply::from_redis_value(Value::Int(n)).unwrap();
+        assert!(!force(0).was_held() && force(1).was_held() && force(2).was_held());
+    }
+
+    #[test]
+    fn inspect_is_lenient_about_foreign_hashes() {
+        let reply = Value::Array(vec![
+            Value::SimpleString("hash".into()),
+            // A hash that is no lock: its values are no counts.
+            Value::Array(vec![bulk("name"), bulk("alice")]),
+            Value::Int(-1),
+            Value::Int(0),
+            Value::Int(0),
+            Value::Array(vec![]),
+        ]);
+        let state = InspectReply::from_redis_value(reply).unwrap();
+        assert!(state.is_hash && state.owner.is_none() && state.remaining_ttl.is_none());
+        let held = Value::Array(vec![
+            Value::SimpleString("hash".into()),
+            Value::Array(vec![bulk("u:1"), bulk("1")]),
+            Value::Int(800),
+            Value::Int(5),
+            Value::Int(2),
+            Value::Array(vec![]),
+        ]);
+        let state = InspectReply::from_redis_value(held).unwrap();
+        assert_eq!(state.owner, Some(("u:1".to_owned(), 1)));
+        assert_eq!(state.remaining_ttl, Some(Duration::from_millis(800)));
+        assert_eq!((state.fencing_token, state.waiters), (5, 2));
+    }
+}

@@ -1,0 +1,161 @@
+//! The connection to Redis: one server (a `ConnectionManager` that reconnects by itself), a
+//! Redis Cluster (the redis crate's cluster client, which follows MOVED/ASK and failovers), or
+//! the master a set of Sentinels names (looked up again after a failover).
+
+#[cfg(feature = "cluster")]
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager};
+#[cfg(feature = "cluster")]
+use redis::cluster::ClusterClient;
+#[cfg(feature = "cluster")]
+use redis::cluster_async::ClusterConnection;
+#[cfg(feature = "cluster")]
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+#[cfg(feature = "cluster")]
+use tokio::sync::OnceCell;
+
+#[cfg(feature = "sentinel")]
+use crate::transport::sentinel::SentinelConn;
+
+/// A cheap-to-clone handle to the client's Redis.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(ConnectionManager),
+    #[cfg(feature = "cluster")]
+    Cluster(LazyCluster),
+    #[cfg(feature = "sentinel")]
+    Sentinel(SentinelConn),
+}
+
+/// A cluster connection made on first use, so building a client never blocks or fails on
+/// an unreachable cluster.
+#[cfg(feature = "cluster")]
+#[derive(Clone)]
+pub(crate) struct LazyCluster {
+    client: Arc<ClusterClient>,
+    conn: Arc<OnceCell<ClusterConnection>>,
+}
+
+#[cfg(feature = "cluster")]
+impl LazyCluster {
+    pub(crate) fn new(client: ClusterClient) -> Self {
+        Self {
+            client: Arc::new(client),
+            conn: Arc::default(),
+        }
+    }
+
+    /// Another lazy connection to the same cluster (its own connection to each node).
+    pub(crate) fn sibling(&self) -> Self {
+        Self {
+            client: Arc::clone(&self.client),
+            conn: Arc::default(),
+        }
+    }
+
+    pub(crate) async fn get(&self) -> RedisResult<ClusterConnection> {
+        self.conn
+            .get_or_try_init(|| self.client.get_async_connection())
+            .await
+            .cloned()
+    }
+}
+
+impl Conn {
+    #[cfg(feature = "cluster")]
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Self::Cluster(_))
+    }
+
+    #[cfg(feature = "sentinel")]
+    pub(crate) fn as_sentinel(&self) -> Option<&SentinelConn> {
+        match self {
+            Self::Sentinel(conn) => Some(conn),
+            _ => None,
+        }
+    }
+
+    /// `WAIT replicas timeout` on the server that owns `key`: how many replicas have every
+    /// write this client sent there so far.
+    pub(crate) async fn wait_replicas(
+        &mut self,
+        key: &[u8],
+        replicas: usize,
+        timeout: Duration,
+    ) -> RedisResult<usize> {
+        #[cfg(not(feature = "cluster"))]
+        let _ = key; // Only a Cluster routes by key.
+        let mut cmd = redis::cmd("WAIT");
+        // At least 1 ms: `WAIT n 0` blocks until the replicas answer, however long.
+        let millis = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        cmd.arg(replicas).arg(millis);
+        match self {
+            Self::Single(conn) => cmd.query_async(conn).await,
+            #[cfg(feature = "sentinel")]
+            Self::Sentinel(sentinel) => {
+                let mut conn = sentinel.get().await?;
+                sentinel.check(cmd.query_async(&mut conn).await)
+            }
+            #[cfg(feature = "cluster")]
+            Self::Cluster(lazy) => {
+                let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                let value = lazy.get().await?.route_command(cmd, routing).await?;
+                Ok(redis::from_redis_value(value)?)
+            }
+        }
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(lazy) => {
+                Box::pin(async move { lazy.get().await?.req_packed_command(cmd).await })
+            }
+            #[cfg(feature = "sentinel")]
+            Self::Sentinel(sentinel) => Box::pin(async move {
+                let mut conn = sentinel.get().await?;
+                sentinel.check(conn.req_packed_command(cmd).await)
+            }),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(lazy) => Box::pin(async move {
+                lazy.get()
+                    .await?
+                    .req_packed_commands(pipeline, offset, count)
+                    .await
+            }),
+            #[cfg(feature = "sentinel")]
+            Self::Sentinel(sentinel) => Box::pin(async move {
+                let mut conn = sentinel.get().await?;
+                sentinel.check(conn.req_packed_commands(pipeline, offset, count).await)
+            }),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(conn) => conn.get_db(),
+            #[cfg(any(feature = "cluster", feature = "sentinel"))]
+            _ => 0,
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! Getting commands and messages to Redis: the connections of each topology ([`connect`],
+//! [`backend`], [`sentinel`]), the waiters' registry of release channels ([`waiters`]) and
+//! the pub/sub connection that serves it ([`pubsub`]). Nothing here knows what a lock is
+//! beyond the channel names it is given.
+
+pub(crate) mod backend;
+pub(crate) mod connect;
+pub(crate) mod pubsub;
+#[cfg(feature = "sentinel")]
+pub(crate) mod sentinel;
+pub(crate) mod waiters;
