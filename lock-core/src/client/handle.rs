@@ -269,7 +269,8 @@ impl ClientInner {
                 reason,
             });
         }
-        Ok(LockKeys::new(&self.config.key_prefix, name))
+        let fenced = self.nodes.len() > 1;
+        Ok(LockKeys::new(&self.config.key_prefix, name, fenced))
     }
 
     /// The connection for calls that go to one place (the server, the Cluster, or the first

@@ -78,7 +78,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let contended = attempter.contended.load(Ordering::Relaxed);
     let result = match taken {
         Ok((token, sent_at)) => {
-            let Attempter { owner, meta, .. } = attempter;
+            let Attempter { owner, .. } = attempter;
             let acquired = Acquired {
                 owner,
                 name,
@@ -88,7 +88,6 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
                 watchdog,
                 sent_at,
                 family: family.clone(),
-                meta,
             };
             // The guard exists before the next `.await`: dropped from here on, it releases.
             let guard = LockGuard::new(Held::new(Arc::clone(&inner), acquired, scope));
@@ -237,7 +236,7 @@ impl Attempter<'_> {
         if self.inner.nodes.len() == 1 {
             return Ok(());
         }
-        let call = scripts::fence_floor(self.keys, token);
+        let call = scripts::fence_floor(self.keys, token, self.lease);
         let quorum = self.inner.quorum();
         let raised = |answers: &[Result<i64, LockError>]| {
             answers.iter().filter(|a| a.is_ok()).count() >= quorum

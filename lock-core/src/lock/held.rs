@@ -32,8 +32,6 @@ pub(crate) struct Held {
     pub(crate) acquired_at: Instant,
     /// The metrics label (see [`LockRequest::family`](crate::LockRequest::family)).
     pub(crate) family: Family,
-    /// The holder metadata sent with the acquisition (part of its queue entry).
-    meta: String,
     /// Set once the end of the hold was recorded in the metrics.
     ended_recorded: AtomicBool,
     scope: Option<Arc<Scope>>,
@@ -56,7 +54,6 @@ pub(crate) struct Acquired {
     pub(crate) watchdog: bool,
     pub(crate) sent_at: Instant,
     pub(crate) family: Family,
-    pub(crate) meta: String,
 }
 
 impl Held {
@@ -75,7 +72,6 @@ impl Held {
             watchdog: acquired.watchdog,
             acquired_at: acquired.sent_at,
             family: acquired.family,
-            meta: acquired.meta,
             ended_recorded: AtomicBool::new(false),
             scope,
             holds: AtomicUsize::new(1),
@@ -217,7 +213,7 @@ impl Held {
         self.ended.cancel();
         self.record_end();
         let publish = self.client.config.publish;
-        let call = scripts::release(&self.keys, &self.owner, self.lease, &self.meta, publish);
+        let call = scripts::release(&self.keys, &self.owner, self.lease, publish, None);
         let released = |answers: &[Result<ReleaseReply, LockError>]| {
             answers.iter().any(|a| matches!(a, Ok(r) if r.was_held()))
         };

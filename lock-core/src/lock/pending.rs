@@ -73,7 +73,7 @@ pub(crate) async fn leave(
     meta: &str,
 ) {
     let name = LockName::from(keys.lock.clone());
-    let call = scripts::release(keys, owner, lease, meta, inner.config.publish);
+    let call = scripts::release(keys, owner, lease, inner.config.publish, Some(meta));
     for answer in inner.eval_each(&name, lease, call).await {
         match answer {
             Ok(ReleaseReply::NotHeld) => {}

@@ -62,7 +62,11 @@ impl LockClient {
         let mut states = stream::iter(keys)
             .map(|key| {
                 let name = LockName::from(decode(&key[prefix.len()..]));
-                inspect::state(&self.inner, name, LockKeys::for_key(key))
+                inspect::state(
+                    &self.inner,
+                    name,
+                    LockKeys::for_key(key, self.inner.nodes.len() > 1),
+                )
             })
             // In order, a bounded number in flight: a large keyspace neither floods the
             // connection nor holds every answer at once.

@@ -1,12 +1,17 @@
 //! Holder metadata: who holds a lock, recorded at acquisition for operators.
 //!
-//! Each acquisition writes `distlock__holder:{<lock key>}` in the same script that takes the
-//! lock (no extra round trip), next to the Redisson-compatible lock hash, which stays as it
-//! is. The record carries the service name, host, process id, an optional request id and
-//! the acquisition time by the Redis clock; it lives and dies with the lock.
+//! Each acquisition writes the field [`HOLDER_FIELD`] of the lock's hash in the same call
+//! that takes the lock (no extra round trip, no key of its own): the hold's fencing token,
+//! the owner, and the service name, host, process id and an optional request id. The
+//! acquisition time is the token's (the Redis clock in µs). It lives and dies with the
+//! lock; Redisson's scripts only read their own owner's field, so the layout stays theirs.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The field of the lock hash that holds the hold's record (never an owner id: those are
+/// `<uuid>:<n>`).
+pub(crate) const HOLDER_FIELD: &str = "distlock:holder";
 
 /// Separates the fields of the encoded metadata (the Lua side splits on it).
 const SEP: char = '\u{1f}';

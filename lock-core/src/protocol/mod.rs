@@ -9,19 +9,25 @@
 //! waiter (publishing `distlock:grant:<owner>:<token>`, which Redisson ignores) instead of
 //! waking everyone to race:
 //!
-//! - fence `distlock__fence:{<key>}`: the fencing counter (never expires);
+//! - the holder record: the field `distlock:holder` of the lock hash — the hold's fencing
+//!   token, owner, and service, host, pid and request id joined by byte 31 (Redisson's
+//!   scripts only read their own owner's field); it goes when the hash goes;
 //! - queue `distlock__queue:{<key>}`: ZSET of waiters by arrival time (ms, Redis clock);
 //! - deadlines `distlock__waiters:{<key>}`: ZSET of the same waiters by liveness deadline;
-//!   a waiter refreshes it while it waits, so a crashed waiter is skipped;
-//! - holder `distlock__holder:{<key>}`: STRING of who holds the lock, with the lock's TTL:
-//!   owner, service, host, pid, request id and acquired-at (ms, Redis clock) joined by byte
-//!   31 — one `SET … PX` per acquisition, the cheapest record Redis can keep.
+//!   a waiter refreshes it while it waits, so a crashed waiter is skipped; both expire
+//!   with the last waiter's liveness;
+//! - fence `distlock__fence:{<key>}` (Redlock only): a floor for the next tokens, kept for a
+//!   lease after a majority was taken.
+//!
+//! No key outlives its lock: an uncontended acquire and release leave nothing behind, the
+//! hash expires with its lease when its holder dies, and the queue, deadlines and fence
+//! expire by themselves. Fencing tokens are the Redis clock in microseconds at the grant,
+//! above the previous holder's token when it is known (see SAFETY.md for the promise).
 //!
 //! A waiter's member is `<lease ms>|<owner>|<metadata>`, so a hand-off can set the waiter's
 //! own lease and holder record (owners never contain `|`; only the first two count, and a
-//! member without metadata is accepted). Metadata is service, host, pid and request id
-//! joined by byte 31 ([`holder`] keeps control bytes out of the values). Every script
-//! touches only keys of one lock, all in one slot (see [`LockKeys`](name::LockKeys)).
+//! member without metadata is accepted). Every script touches only keys of one lock, all in
+//! one slot (see [`LockKeys`](name::LockKeys)).
 
 pub(crate) mod holder;
 pub(crate) mod messages;

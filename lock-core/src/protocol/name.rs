@@ -101,40 +101,42 @@ impl fmt::Debug for LockName {
     }
 }
 
-/// The Redis keys of one lock. All of them hash to the slot of `lock`.
+/// Redisson's release channel of a lock key is this prefix and `{<lock key>}`.
+pub(crate) const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
+
+/// The Redis keys of one lock. All of them hash to the slot of `lock`. The holder record is
+/// a field of `lock` (see [`crate::protocol`]), and the channel is not a key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LockKeys {
-    /// The Redisson-compatible hash `owner → hold count`.
+    /// The Redisson-compatible hash `owner → hold count`, with the holder record.
     pub(crate) lock: Vec<u8>,
-    /// The fencing counter (never expires, so tokens keep rising across expiries).
-    pub(crate) fence: Vec<u8>,
-    /// Redisson's release channel, `redisson_lock__channel:{<lock key>}`.
-    pub(crate) channel: Vec<u8>,
     /// The fair queue of waiters, by arrival.
     pub(crate) queue: Vec<u8>,
     /// The waiters' liveness deadlines.
     pub(crate) deadlines: Vec<u8>,
-    /// Who holds the lock (service, host, pid, request id, since when), for operators.
-    pub(crate) holder: Vec<u8>,
+    /// Redlock only: the fence floor, so that a later majority's tokens are greater. `None`
+    /// on one server, a Cluster or Sentinel, where the scripts then take three keys.
+    pub(crate) fence: Option<Vec<u8>>,
+    /// Redisson's release channel, `redisson_lock__channel:{<lock key>}`.
+    pub(crate) channel: Vec<u8>,
 }
 
 impl LockKeys {
     /// Derives the keys of `name` under `prefix` (already validated brace-free; the name is
-    /// checked with [`LockName::invalid_reason`] first).
-    pub(crate) fn new(prefix: &str, name: &LockName) -> Self {
+    /// checked with [`LockName::invalid_reason`] first); `fenced` under Redlock.
+    pub(crate) fn new(prefix: &str, name: &LockName, fenced: bool) -> Self {
         let mut lock = prefix.as_bytes().to_vec();
         encode_into(&mut lock, name.as_bytes());
-        Self::for_key(lock)
+        Self::for_key(lock, fenced)
     }
 
     /// The keys of the lock whose Redis key is `lock` (as found by a scan).
-    pub(crate) fn for_key(lock: Vec<u8>) -> Self {
+    pub(crate) fn for_key(lock: Vec<u8>, fenced: bool) -> Self {
         Self {
-            fence: tagged(b"distlock__fence:", &lock),
-            channel: tagged(b"redisson_lock__channel:", &lock),
             queue: tagged(b"distlock__queue:", &lock),
             deadlines: tagged(b"distlock__waiters:", &lock),
-            holder: tagged(b"distlock__holder:", &lock),
+            fence: fenced.then(|| tagged(b"distlock__fence:", &lock)),
+            channel: tagged(CHANNEL_PREFIX.as_bytes(), &lock),
             lock,
         }
     }
@@ -199,7 +201,7 @@ mod tests {
     use super::*;
 
     fn keys(name: &[u8]) -> LockKeys {
-        LockKeys::new("p:", &LockName::from(name))
+        LockKeys::new("p:", &LockName::from(name), false)
     }
 
     #[test]
@@ -207,8 +209,13 @@ mod tests {
         let k = keys(b"item_7");
         assert_eq!(k.lock, b"p:item_7");
         assert_eq!(k.channel, b"redisson_lock__channel:{p:item_7}");
-        assert_eq!(k.fence, b"distlock__fence:{p:item_7}");
-        assert_eq!(k.holder, b"distlock__holder:{p:item_7}");
+        assert_eq!(k.queue, b"distlock__queue:{p:item_7}");
+        assert_eq!(k.fence, None);
+        let redlock = LockKeys::new("p:", &LockName::from(&b"item_7"[..]), true);
+        assert_eq!(
+            redlock.fence.as_deref(),
+            Some(&b"distlock__fence:{p:item_7}"[..])
+        );
     }
 
     #[test]

@@ -16,7 +16,8 @@ pub(crate) enum AcquireReply {
     Busy {
         /// The lock's PTTL: `-1` without expiry, `-2` when it vanished meanwhile.
         pttl: i64,
-        /// The fencing counter then: a grant with a token not above it was superseded.
+        /// The holder's fencing token (0: unknown, e.g. a Redisson holder): a grant with a
+        /// token not above it was superseded.
         fence: u64,
         /// The holder's record, if it has one.
         holder: Option<HolderInfo>,
@@ -24,7 +25,7 @@ pub(crate) enum AcquireReply {
 }
 
 impl FromRedisValue for AcquireReply {
-    /// `{1, token}` or `{0, pttl, fence, holder record fields…}`.
+    /// `{1, token}` or `{0, pttl, holder's token, holder record fields…}`.
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let mut items = Vec::<Value>::from_redis_value(v)?.into_iter();
         let mut int = || i64::from_redis_value(items.next().unwrap_or(Value::Nil));
@@ -114,11 +115,12 @@ impl FromRedisValue for ForceReleaseReply {
 pub(crate) struct InspectReply {
     /// The key is a hash (a lock, or something in its place).
     pub(crate) is_hash: bool,
-    /// The holding owner and its hold count (the hash's first field).
+    /// The holding owner and its hold count (the hash's first owner field; the script
+    /// leaves the holder record out).
     pub(crate) owner: Option<(String, u64)>,
     /// The lock's remaining lease, when held and expiring.
     pub(crate) remaining_ttl: Option<Duration>,
-    /// The last fencing token issued (0: none).
+    /// The holder's fencing token (0: none recorded).
     pub(crate) fencing_token: u64,
     /// Live waiters.
     pub(crate) waiters: usize,
@@ -127,7 +129,7 @@ pub(crate) struct InspectReply {
 }
 
 impl FromRedisValue for InspectReply {
-    /// `{type, HGETALL, pttl, fence, waiters, holder record fields}`.
+    /// `{type, owners and counts, pttl, token, waiters, holder record fields}`.
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let mut items = Vec::<Value>::from_redis_value(v)?.into_iter();
         let mut next = || items.next().unwrap_or(Value::Nil);

@@ -7,14 +7,14 @@ use distlock_tests::locks::{client, lock_key, wait_gone, GENEROUS};
 use distlock_tests::RedisServer;
 use tokio::sync::Mutex;
 
-/// 1,008 acquisitions by 4 clients × 4 tasks: each token is greater than the last one seen
-/// by any holder before it, and on one server they are dense — one per acquisition, none
-/// skipped or handed out twice.
+/// 1,008 acquisitions by 4 clients × 4 tasks, most of them hand-offs: each token is greater
+/// than the last one seen by any holder before it, so none is handed out twice. (Tokens are
+/// the Redis clock in µs at the grant: increasing, not dense.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tokens_strictly_increase_across_clients() {
     let server = RedisServer::start();
-    // (first token, last token, acquisitions)
-    let seen = Arc::new(Mutex::new((0u64, 0u64, 0usize)));
+    // (last token, acquisitions)
+    let seen = Arc::new(Mutex::new((0u64, 0usize)));
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let locks = client(&server.url());
@@ -29,11 +29,8 @@ async fn tokens_strictly_increase_across_clients() {
                         .unwrap();
                     let token = guard.fencing_token();
                     let mut seen = seen.lock().await;
-                    let (first, last, count) = &mut *seen;
+                    let (last, count) = &mut *seen;
                     assert!(token > *last, "{token} after {last}");
-                    if *count == 0 {
-                        *first = token;
-                    }
                     (*last, *count) = (token, *count + 1);
                     drop(seen);
                     guard.release().await.unwrap();
@@ -44,9 +41,8 @@ async fn tokens_strictly_increase_across_clients() {
     for t in tasks {
         t.await.unwrap();
     }
-    let (first, last, count) = *seen.lock().await;
+    let (_, count) = *seen.lock().await;
     assert_eq!(count, 16 * (1_000 / 16 + 1));
-    assert_eq!(last - first + 1, count as u64, "tokens skipped or repeated");
 }
 
 /// A lock that expired still never hands out a smaller token; re-entry keeps the token.

@@ -17,12 +17,9 @@ fn service(url: &str, name: &str, host: &str) -> LockClient {
         .unwrap()
 }
 
-fn holder_key(name: &str) -> String {
-    format!("distlock__holder:{{{}}}", lock_key(name))
-}
-
 /// Who holds a lock, since when, with which request, is visible from any other client; the
-/// lock hash keeps Redisson's layout (one field: owner → count).
+/// lock hash keeps Redisson's layout (owner → count) plus the record's own field, which
+/// goes with the lock.
 #[tokio::test]
 async fn holder_metadata_is_visible_from_another_client() {
     let server = RedisServer::start();
@@ -49,14 +46,27 @@ async fn holder_metadata_is_visible_from_another_client() {
     assert!(holder.acquired_at() >= before);
 
     let mut conn = server.conn().await;
-    let fields: Vec<(String, u64)> = redis::cmd("HGETALL")
+    let mut fields: Vec<(String, String)> = redis::cmd("HGETALL")
         .arg(lock_key("invoice_9"))
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(fields, [(holder.owner().to_owned(), 1)]);
+    fields.sort();
+    let record = format!(
+        "{}\u{1f}{}\u{1f}billing\u{1f}web-3\u{1f}{}\u{1f}req-42",
+        guard.fencing_token(),
+        holder.owner(),
+        std::process::id()
+    );
+    assert_eq!(
+        fields,
+        [
+            (holder.owner().to_owned(), "1".to_owned()),
+            ("distlock:holder".to_owned(), record)
+        ]
+    );
     guard.release().await.unwrap();
-    assert!(!exists(&mut conn, &holder_key("invoice_9")).await);
+    assert!(!exists(&mut conn, &lock_key("invoice_9")).await);
     let state = client(&server.url()).inspect("invoice_9").await.unwrap();
     assert!(!state.is_held() && state.holder().is_none());
 }
@@ -129,10 +139,10 @@ async fn renewals_extend_the_holder_record() {
         .unwrap();
     let guard = locks.lock("long").await.unwrap();
     let mut conn = server.conn().await;
-    // A record's TTL only falls, unless a renewal extends it (and it must never lapse);
-    // four extensions, 200 ms apart, take it past the first lease.
+    // The record is a field of the lock: renewing the lock renews it. Four extensions,
+    // 200 ms apart, take it past the first lease, and the record is still there.
     for _ in 0..4 {
-        wait_renewed(&mut conn, &holder_key("long"), GENEROUS).await;
+        wait_renewed(&mut conn, &lock_key("long"), GENEROUS).await;
     }
     assert!(guard.is_held());
     let state = locks.inspect("long").await.unwrap();

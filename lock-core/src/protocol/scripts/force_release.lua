@@ -1,16 +1,18 @@
--- FORCE_RELEASE: deletes the lock whoever holds it, and its holder record, then hands it to
--- the next waiter or publishes RELEASE_MESSAGE.
--- KEYS: key, fence, queue, deadlines, holder, channel (all six).
+-- FORCE_RELEASE: deletes the lock whoever holds it (its holder record goes with it), then
+-- hands it to the next waiter or publishes RELEASE_MESSAGE.
+-- KEYS: key, queue, deadlines, and fence under Redlock only.
 -- ARGV: publish ('publish' or 'spublish').
 -- Returns 0 when there was no lock, 1 when it was deleted, 2 when it was deleted and handed
 -- to a waiter.
 local publish = ARGV[1]
+-- @prelude
 if redis.call('exists', key) == 0 then
   return 0
 end
-redis.call('del', key, holder)
-if redis.call('zcard', queue) > 0 and grant_next({now = now_ms(), skip = '', publish = publish}) then
+local floor = floor_of(token_of(redis.call('hget', key, HOLDER_FIELD)))
+redis.call('del', key)
+if grant_next({t = redis.call('time'), floor = floor, skip = '', publish = publish}) then
   return 2
 end
-redis.call(publish, channel, RELEASE_MESSAGE)
+redis.call(publish, channel(), RELEASE_MESSAGE)
 return 1

@@ -1,90 +1,95 @@
--- Shared by every script of one lock, after the generated header (see scripts.rs), which
--- defines the lock's keys as locals in the one order all of them take —
---   key, fence, queue, deadlines, holder, channel = KEYS[1] .. KEYS[6]
--- (a script that takes fewer keys takes the first ones) — and the message constants
--- GRANT_PREFIX and RELEASE_MESSAGE.
+-- Shared by every script of one lock: inserted at the `-- @prelude` line of each script,
+-- after its uncontended path (which defines nothing and reads little, since that path runs
+-- on every uncontended acquisition and release). Before it, the generated header (see
+-- scripts.rs) defines the lock's keys as locals in the one order all scripts take —
+--   key, queue, deadlines, fence = KEYS[1] .. KEYS[4]
+-- where `fence` is only given under Redlock (nil otherwise) — and the constants
+-- HOLDER_FIELD, CHANNEL_PREFIX, GRANT_PREFIX and RELEASE_MESSAGE.
 --
--- Here: the Redis clock, fencing tokens, holder records, and handing a free lock to the
--- first live waiter.
+-- The lock is Redisson's hash `owner -> hold count`, plus one field HOLDER_FIELD holding
+-- the hold's record: its fencing token, owner and, when recorded, service, host, pid and
+-- request id, joined by byte 31. The record goes with the hash (no key of its own), and
+-- Redisson's scripts only ever read their own owner's field.
+--
+-- Fencing tokens are the Redis clock in microseconds at the grant, and never at or below
+-- the previous holder's token when it is known (a hand-off, Redlock's fence floor): no
+-- counter outlives the lock, and a name whose state is all gone (released, expired, or lost
+-- in a restart without persistence) starts again from the clock, which has moved on.
 
--- The Redis clock, read at most once per script run.
-local clock = nil
-local function redis_time()
-  clock = clock or redis.call('time')
-  return clock
+-- The release channel, Redisson's.
+local function channel()
+  return CHANNEL_PREFIX .. '{' .. key .. '}'
 end
-local function now_ms()
-  local t = redis_time()
+-- Milliseconds of a TIME reply.
+local function ms_of(t)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
--- The next fencing token. A new counter (the lock's first hold, or one lost with Redis'
--- data) starts at the Redis clock in microseconds, not at 1, so tokens stay increasing
--- across a restart without persistence: an old counter is at most its start plus one per
--- acquisition, far below the clock by the time it could be lost.
-local function next_token()
-  local token = redis.call('incr', fence)
-  if token ~= 1 then return token end
-  local t = redis_time()
-  local start = t[1] .. string.format('%06d', tonumber(t[2]))
-  redis.call('set', fence, start)
-  return tonumber(start)
+-- The token of a holder record, 0 without one.
+local function token_of(record)
+  return tonumber(record and string.match(record, '^%d+') or '0')
+end
+-- The lowest token a grant must exceed: `previous` (the last holder's), and under Redlock
+-- the fence floor.
+local function floor_of(previous)
+  if fence then
+    return math.max(previous, tonumber(redis.call('get', fence) or '0'))
+  end
+  return previous
 end
 -- A waiter's queue member: `<lease ms>|<owner>|<metadata>`, so a hand-off can set the
 -- waiter's own lease and holder record (owners never contain `|`; only the first two count).
 local function member(lease_ms, owner, meta)
   return lease_ms .. '|' .. owner .. '|' .. meta
 end
--- Records who holds the lock, with the lock's lease: owner, then `meta` (service, host,
--- pid and request id separated by byte 31), then the time. Without metadata any stale
--- record is deleted. `now` may be nil: the clock is read only when a record is written.
-local function set_holder(owner, meta, now, lease)
-  if meta == '' then
-    redis.call('del', holder)
-    return
-  end
-  redis.call('set', holder, owner .. '\31' .. meta .. '\31' .. (now or now_ms()), 'px', lease)
-end
--- The holder record's fields (owner, service, host, pid, acquired-at ms, request id) when it
--- belongs to an owner of the lock, else nil.
-local function holder_of()
-  local record = redis.call('get', holder)
-  if not record then return nil end
-  local f = {}
-  for v in string.gmatch(record .. '\31', '([^\31]*)\31') do f[#f + 1] = v end
-  if redis.call('hexists', key, f[1]) == 0 then return nil end
-  return {f[1], f[2] or '', f[3] or '', f[4] or '', f[6] or '', f[5] or ''}
+-- Takes the (free) lock for `owner` with `lease_ms` at Redis time `t`; returns the token.
+-- '%d': `..` would print a number above 10^14 as '1.79e+15'.
+local function grant(owner, meta, lease_ms, t, floor)
+  local token = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), floor + 1)
+  local record = string.format('%d', token) .. '\31' .. owner
+  if meta ~= '' then record = record .. '\31' .. meta end
+  redis.call('hset', key, owner, 1, HOLDER_FIELD, record)
+  redis.call('pexpire', key, lease_ms)
+  return token
 end
 -- Grants the (free) lock to the first waiter whose deadline has not passed, dropping dead
--- ones. `grant` says:
---   now:     the Redis clock in ms (now_ms());
+-- ones. `to` says:
+--   t:       the Redis clock (a TIME reply);
+--   floor:   the lowest token the grant must exceed (floor_of);
 --   skip:    the queue member not to publish the grant to (the caller; '' for none);
 --   publish: the publish command ('publish', or 'spublish' on a Cluster).
 -- Publishes GRANT_PREFIX .. '<owner>:<token>' on the channel unless the grantee is `skip`.
 -- Returns member, token or nil.
-local function grant_next(grant)
+local function grant_next(to)
+  local now = ms_of(to.t)
   for _ = 1, 64 do
     local head = redis.call('zrange', queue, 0, 0)[1]
     if not head then return nil end
     local deadline = tonumber(redis.call('zscore', deadlines, head) or '0')
     redis.call('zrem', queue, head)
     redis.call('zrem', deadlines, head)
-    if deadline > grant.now then
+    if deadline > now then
       local sep = string.find(head, '|', 1, true)
-      local lease, owner, meta = string.sub(head, 1, sep - 1), string.sub(head, sep + 1), ''
+      local lease_ms, owner, meta = string.sub(head, 1, sep - 1), string.sub(head, sep + 1), ''
       local sep2 = string.find(owner, '|', 1, true)
       if sep2 then
         owner, meta = string.sub(owner, 1, sep2 - 1), string.sub(owner, sep2 + 1)
       end
-      redis.call('hset', key, owner, 1)
-      redis.call('pexpire', key, lease)
-      set_holder(owner, meta, grant.now, lease)
-      local token = next_token()
-      if head ~= grant.skip then
-        -- '%d': `..` would print a token above 10^14 as '1.79e+15'.
-        redis.call(grant.publish, channel, GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
+      local token = grant(owner, meta, lease_ms, to.t, to.floor)
+      if head ~= to.skip then
+        redis.call(to.publish, channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
       end
       return head, token
     end
   end
   return nil
+end
+-- The holder's owner, service, host, pid, acquired-at (ms) and request id, read from its
+-- record, when the record has metadata; else {}. Acquired-at is the token's clock.
+local function holder_fields(record)
+  if not record then return {} end
+  local f = {}
+  for v in string.gmatch(record .. '\31', '([^\31]*)\31') do f[#f + 1] = v end
+  if not f[3] then return {} end
+  local at = string.format('%d', math.floor(tonumber(f[1]) / 1000))
+  return {f[2], f[3], f[4] or '', f[5] or '', at, f[6] or ''}
 end

@@ -1,30 +1,41 @@
 -- RELEASE: releases an owner's hold, or takes its entry out of the queue.
--- KEYS: key, fence, queue, deadlines, holder, channel (all six).
--- ARGV: owner, lease_ms, meta (the holder metadata its acquisition sent, which makes its
---       queue member), publish ('publish' or 'spublish').
+-- KEYS: key, queue, deadlines, and fence under Redlock only.
+-- ARGV: owner, lease_ms, publish ('publish' or 'spublish'), and meta (the holder metadata
+--       its acquisition sent, which makes its queue member) only when the owner may still
+--       be queued (an acquisition dropped while it waited).
 -- Returns 0 when the owner holds nothing (it only leaves the queue), 1 when the lock was
 -- deleted and RELEASE_MESSAGE published, 2 when a reentrant hold remains (Redisson
 -- clients), 3 when the lock was handed to the next waiter.
 local owner = ARGV[1]
 local lease_ms = ARGV[2]
-local meta = ARGV[3]
-local publish = ARGV[4]
-local count = tonumber(redis.call('hget', key, owner) or '0')
-if count <= 0 then
-  local me = member(lease_ms, owner, meta)
-  redis.call('zrem', queue, me)
-  redis.call('zrem', deadlines, me)
+local publish = ARGV[3]
+local meta = ARGV[4]
+local count = redis.call('hget', key, owner)
+-- The uncontended path first: the last hold ends and nobody is queued.
+if count == '1' and redis.call('exists', queue) == 0 then
+  redis.call('del', key)
+  redis.call(publish, CHANNEL_PREFIX .. '{' .. key .. '}', RELEASE_MESSAGE)
+  return 1
+end
+-- @prelude
+local holds = tonumber(count or '0')
+if holds <= 0 then
+  if meta then
+    local me = member(lease_ms, owner, meta)
+    redis.call('zrem', queue, me)
+    redis.call('zrem', deadlines, me)
+  end
   return 0
 end
-if count > 1 then
+if holds > 1 then
   redis.call('hincrby', key, owner, -1)
   redis.call('pexpire', key, lease_ms)
-  redis.call('pexpire', holder, lease_ms)
   return 2
 end
-redis.call('del', key, holder)
-if redis.call('zcard', queue) > 0 and grant_next({now = now_ms(), skip = '', publish = publish}) then
+local floor = floor_of(token_of(redis.call('hget', key, HOLDER_FIELD)))
+redis.call('del', key)
+if grant_next({t = redis.call('time'), floor = floor, skip = '', publish = publish}) then
   return 3
 end
-redis.call(publish, channel, RELEASE_MESSAGE)
+redis.call(publish, channel(), RELEASE_MESSAGE)
 return 1

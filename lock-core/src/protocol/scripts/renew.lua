@@ -1,15 +1,13 @@
 -- RENEW: renews a batch of locks in one call (the watchdog's tick, or one extension).
--- KEYS: the n locks, then their n holder records in the same order (not the one-lock
---       order of the other scripts: this one takes many locks, all in one slot).
+-- KEYS: the n locks (not the one-lock order of the other scripts: this one takes many
+--       locks, all in one slot). Their holder records are fields of the locks and go along.
 -- ARGV: owner and lease_ms of each lock, in order (2n values).
 -- For each lock still held by its owner, raises its TTL to at least the lease (never
--- shortens it), gives its holder record (the owner's: only the owner's acquisition writes
--- it while it holds the lock) the same TTL, and answers the resulting TTL in ms; answers 0
--- for a lock the owner lost. Returns the n answers in order.
+-- shortens it) and answers the resulting TTL in ms; answers 0 for a lock the owner lost.
+-- Returns the n answers in order.
 local out = {}
-local n = #ARGV / 2
-for i = 1, n do
-  local key, holder = KEYS[i], KEYS[n + i]
+for i = 1, #KEYS do
+  local key = KEYS[i]
   local owner, lease_ms = ARGV[2 * i - 1], tonumber(ARGV[2 * i])
   if redis.call('hexists', key, owner) == 1 then
     local ttl = redis.call('pttl', key)
@@ -17,7 +15,6 @@ for i = 1, n do
       redis.call('pexpire', key, lease_ms)
       ttl = lease_ms
     end
-    redis.call('pexpire', holder, ttl)
     out[i] = ttl
   else
     out[i] = 0
