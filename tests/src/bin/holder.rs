@@ -16,6 +16,9 @@
 //!     `checked`: writes only if is_held() just before), then prints
 //!     `EXIT holder=<pid>/<task> token=… enter=<ns> exit=<ns> held=0|1 fenced=…`, then
 //!     releases. Prints `DONE` at the end.
+//! holder many <lock url> - <name prefix> <lease ms> <count>
+//!     Takes <count> locks `<name prefix><i>` (watchdog-renewed, lease <lease ms>), prints
+//!     `HELD count=<count>`, and holds them until stdin closes (or it is killed).
 //! ```
 
 use std::time::Duration;
@@ -33,7 +36,8 @@ const LIFETIME: Duration = Duration::from_secs(600);
 fn usage() -> ! {
     eprintln!(
         "usage: holder hold <lock url> <store url> <name> <lease ms>\n       \
-         holder soak <lock url> <store url> <name> <lease ms> <tasks> <secs> <seed>"
+         holder soak <lock url> <store url> <name> <lease ms> <tasks> <secs> <seed>\n       \
+         holder many <lock url> - <name prefix> <lease ms> <count>"
     );
     std::process::exit(2)
 }
@@ -53,6 +57,7 @@ async fn main() {
     let work = async {
         match args[0].as_str() {
             "hold" => hold(lock_url, store_url, name, lease).await,
+            "many" => many(lock_url, name, lease, number(args.get(5))).await,
             "soak" => {
                 let tasks = number(args.get(5));
                 let secs = Duration::from_secs(number(args.get(6)));
@@ -110,6 +115,28 @@ fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
         }
     });
     rx
+}
+
+async fn many(lock_url: &str, prefix: &str, lease: Duration, count: u64) {
+    let locks = client(lock_url, lease);
+    let mut guards = Vec::new();
+    for i in 0..count {
+        match locks
+            .lock(format!("{prefix}{i}"))
+            .wait(Duration::from_secs(20))
+            .await
+        {
+            Ok(guard) => guards.push(guard),
+            Err(e) => {
+                println!("ERROR acquire: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    println!("HELD count={count}");
+    let mut stdin = stdin_lines();
+    while stdin.recv().await.is_some() {}
+    drop(guards);
 }
 
 async fn hold(lock_url: &str, store_url: &str, name: &str, lease: Duration) {

@@ -867,3 +867,36 @@ async fn a_layer_without_a_wait_uses_the_clients() {
     );
     guard.release().await.unwrap();
 }
+
+/// A public route keyed by a client-chosen id cannot grow Redis: 10,000 requests with
+/// random ids through the layer leave the key count where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_ids_through_the_layer_leave_no_key() {
+    use distlock_tests::fault::rng::Rng;
+    use futures_util::{stream, StreamExt};
+    use tower::ServiceExt;
+
+    let server = RedisServer::start();
+    let mut redis = server.conn().await;
+    let layer = DistributedLockLayer::new(locks::client(&server.url()), "item_<id>").unwrap();
+    let app = Router::new()
+        .route("/items/{id}/buy", post(ok_handler))
+        .route_layer(layer);
+    let start: u64 = redis::cmd("DBSIZE").query_async(&mut redis).await.unwrap();
+    let mut rng = Rng::new(7);
+    let ids: Vec<u64> = (0..10_000).map(|_| rng.next_u64()).collect();
+    stream::iter(ids)
+        .for_each_concurrent(32, |id| {
+            let app = app.clone();
+            async move {
+                let request = axum::http::Request::post(format!("/items/{id}/buy"))
+                    .body(axum::body::Body::empty())
+                    .unwrap();
+                let response = app.oneshot(request).await.unwrap();
+                assert_eq!(response.status(), StatusCode::OK);
+            }
+        })
+        .await;
+    let end: u64 = redis::cmd("DBSIZE").query_async(&mut redis).await.unwrap();
+    assert_eq!(end, start, "keys left by 10,000 random ids");
+}
