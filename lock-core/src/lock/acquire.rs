@@ -44,7 +44,7 @@ fn random_delay(max: Duration) -> Duration {
 enum Attempt {
     Acquired(u64),
     /// Held by another owner (or promised to an earlier waiter), with its TTL if any, the
-    /// holder's record if it has one, and the fencing counter at that moment.
+    /// holder's record if it has one, and the holder's fencing token.
     Busy(Option<Duration>, Option<Box<HolderInfo>>, u64),
 }
 
@@ -154,7 +154,7 @@ impl Attempter<'_> {
             _ => (self.inner.waiters).join_live(&self.keys.channel, &self.owner),
         };
         let mut woken = None;
-        // A grant whose token is not above a counter seen busy since was superseded (it
+        // A grant whose token is not above a holder's token seen since was superseded (it
         // expired while this waiter was paused, say): its message must not be trusted.
         let mut superseded_below = 0;
         for attempts in 1u64.. {
@@ -228,10 +228,11 @@ impl Attempter<'_> {
         unreachable!("the attempt counter does not run out")
     }
 
-    /// Redlock: raises the fencing counter of every node to `token`, and succeeds once a
-    /// majority did. Any later majority shares a node with that one, so its token is greater
-    /// — as long as no node loses its data. Without a raised majority a later token could be
-    /// lower, so the caller must not hand this one out. One server: nothing to do.
+    /// Redlock: raises the fence floor of every node to `token` for a lease, and succeeds
+    /// once a majority did. Any later majority within the lease shares a node with that one,
+    /// so its token is greater (after it, the nodes' clocks have moved on). Without a raised
+    /// majority a later token could be lower, so the caller must not hand this one out. One
+    /// server: nothing to do.
     async fn raise_fences(&self, token: u64) -> Result<(), LockError> {
         if self.inner.nodes.len() == 1 {
             return Ok(());

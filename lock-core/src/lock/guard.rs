@@ -55,10 +55,11 @@ impl LockGuard {
     /// this name by any distlock client, also across expiries; re-entering keeps it.
     /// Pass it to the resource you guard and have it reject writes with a lower token.
     ///
-    /// A name's counter starts at the Redis clock in microseconds (about 1.8 × 10¹⁵, within
-    /// the 2⁵³ that JSON numbers hold exactly), so a counter lost with Redis' data starts again
-    /// above every token it issued, unless the Redis clock went back in between (see
-    /// SAFETY.md).
+    /// A token is the Redis clock in microseconds at the grant (about 1.8 × 10¹⁵, within the
+    /// 2⁵³ that JSON numbers hold exactly), above the previous holder's token when Redis
+    /// knows it: tokens keep rising when all of the name's state is gone, even lost with
+    /// Redis' data, unless the Redis clock went back in between (see SAFETY.md). They are
+    /// increasing, not consecutive.
     pub fn fencing_token(&self) -> u64 {
         self.held.token
     }

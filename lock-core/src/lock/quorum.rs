@@ -24,7 +24,7 @@ pub(crate) struct AcquireTally {
     pub(crate) busy_ttl: Option<Duration>,
     /// A holder without TTL was seen.
     pub(crate) no_ttl: bool,
-    /// The highest fencing counter a busy node reported.
+    /// The highest holder's token a busy node reported.
     pub(crate) fence: u64,
     /// The first holder record a busy node reported.
     pub(crate) holder: Option<Box<HolderInfo>>,

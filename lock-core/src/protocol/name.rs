@@ -7,8 +7,8 @@ use std::fmt;
 /// Names are encoded before they reach Redis so that no byte in a name can move the lock to
 /// another Cluster slot or make two names collide: `%`, `{`, `}` and control bytes are
 /// percent-escaped, everything else is kept as it is. The lock key is
-/// `<prefix><encoded name>`, which contains no braces, and every companion key (fencing
-/// counter, release channel, waiter queue and deadlines, holder record) carries the whole
+/// `<prefix><encoded name>`, which contains no braces, and every companion key (waiter
+/// queue and deadlines, Redlock's fence floor) and the release channel carry the whole
 /// lock key as its hash tag, so all of them share the lock's Cluster slot.
 ///
 /// A name that is empty or longer than the client's limit (see
