@@ -79,7 +79,7 @@ async fn distinct_names_leave_no_key_behind() {
 #[tokio::test]
 async fn tokens_rise_when_all_of_a_names_state_is_gone() {
     let server = RedisServer::start();
-    let mut conn = server.conn().await;
+    let conn = server.conn().await;
     let locks = builder(&server.url()).build().unwrap();
     let mut last = 0;
     for cycle in 0..5 {
