@@ -72,10 +72,16 @@
 //!   `lock-macros` crate for its options).
 //! - `metrics`: reports the metrics above through the `metrics` facade.
 //! - `cli`: builds the `distlock` binary.
+//! - `axum`: `LockError` implements axum's `IntoResponse`, and `tonic`: `tonic::Status:
+//!   From<LockError>` — so a handler or gRPC method can return lock errors with `?`, with
+//!   lock-tower's status codes and a body that never names the holder (409 / `ABORTED` when
+//!   busy, 503 / `UNAVAILABLE` when Redis is down, 503 / `ABORTED` when lost).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+#[cfg(any(feature = "axum", feature = "tonic"))]
+mod answers;
 mod client;
 mod error;
 mod lock;

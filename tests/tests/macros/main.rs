@@ -4,6 +4,7 @@
 //! One test target per area, so the heavy dependencies link a few times; each module is one
 //! concern.
 
+mod answers;
 mod macro_axum;
 mod macro_e2e;
 mod macro_metrics;
