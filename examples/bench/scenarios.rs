@@ -46,6 +46,7 @@ pub async fn uncontended(lib: Lib, peer: &Peer, admin: &Admin, s: &Sizes, run: u
         peer.unlock(held).await.expect("unlock");
     }
     admin.reset_stats().await;
+    let keys_before = admin.dbsize().await;
     let mut lat = Vec::with_capacity(s.a_iters);
     for i in 0..s.a_iters {
         let name = format!("a{run}:{i}");
@@ -55,6 +56,9 @@ pub async fn uncontended(lib: Lib, peer: &Peer, admin: &Admin, s: &Sizes, run: u
         lat.push(micros(t.elapsed()));
     }
     let stats = admin.commandstats().await;
+    // Right after the last release: what the names left behind, beyond their locks' lifetime
+    // for libraries whose keys have no TTL.
+    let keys_left = admin.dbsize().await.saturating_sub(keys_before);
     if std::env::var_os("BENCH_VERBOSE").is_some() {
         eprintln!("A {} commandstats (calls, usec): {:?}", lib.name(), stats.0);
     }
@@ -66,6 +70,7 @@ pub async fn uncontended(lib: Lib, peer: &Peer, admin: &Admin, s: &Sizes, run: u
         ("sent cmds/cycle", stats.sent(lib.sends_set()) as f64 / n),
         ("all cmds/cycle", stats.total() as f64 / n),
         ("Redis µs/cycle", stats.usec(lib.sends_set()) as f64 / n),
+        ("keys left/10k names", keys_left as f64 / n * 10_000.0),
     ]
 }
 
