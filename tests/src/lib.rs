@@ -19,7 +19,7 @@ pub mod fault;
 pub mod proxy;
 pub mod sentinel;
 #[cfg(test)]
-mod testutil;
+use distlock_redis_server::testutil;
 
 #[doc(inline)]
 pub use distlock_redis_server as server;

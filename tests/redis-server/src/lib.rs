@@ -28,8 +28,8 @@ mod ports;
 mod process;
 mod server;
 mod temp_dir;
-#[cfg(test)]
-mod testutil;
+#[doc(hidden)]
+pub mod testutil;
 
 pub use builder::RedisServerBuilder;
 pub use error::{StartError, INSTALL_HINT};

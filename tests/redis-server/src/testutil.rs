@@ -1,4 +1,5 @@
-//! Helpers shared by this crate's own unit tests.
+//! Helpers for unit tests of this crate and of the tests crate (not part of the launcher's
+//! API).
 
 use std::future::Future;
 use std::time::Duration;
@@ -7,11 +8,11 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisResult};
 
 /// Generous bound for anything that should happen "soon" on a loaded machine.
-const SOON: Duration = Duration::from_secs(10);
+pub const SOON: Duration = Duration::from_secs(10);
 
 /// A connection without the redis crate's own timeouts, so tests measure
 /// hangs with `tokio::time::timeout` instead.
-pub(crate) async fn conn_without_timeouts(url: &str) -> RedisResult<MultiplexedConnection> {
+pub async fn conn_without_timeouts(url: &str) -> RedisResult<MultiplexedConnection> {
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(None)
         .set_response_timeout(None);
@@ -21,12 +22,12 @@ pub(crate) async fn conn_without_timeouts(url: &str) -> RedisResult<MultiplexedC
 }
 
 /// `PING` on `conn`.
-pub(crate) async fn ping(conn: &mut MultiplexedConnection) -> RedisResult<String> {
+pub async fn ping(conn: &mut MultiplexedConnection) -> RedisResult<String> {
     redis::cmd("PING").query_async(conn).await
 }
 
 /// Awaits `fut`, failing the test if it takes longer than [`SOON`].
-pub(crate) async fn soon<T>(what: &str, fut: impl Future<Output = T>) -> T {
+pub async fn soon<T>(what: &str, fut: impl Future<Output = T>) -> T {
     tokio::time::timeout(SOON, fut)
         .await
         .unwrap_or_else(|_| panic!("{what}: no result within {SOON:?}"))
