@@ -58,7 +58,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let scope = Scope::current();
     if let Some(held) = scope
         .as_ref()
-        .and_then(|s| s.reenter(&inner.id, &keys.lock))
+        .and_then(|s| s.reenter(&inner.id, keys.lock()))
     {
         return reentered(held);
     }
@@ -151,7 +151,7 @@ impl Attempter<'_> {
         // first attempt, so that a busy answer needs no retry after subscribing.
         let mut subscription: Option<Subscription> = match wait {
             Some(Duration::ZERO) => None,
-            _ => (self.inner.waiters).join_live(&self.keys.channel, &self.owner),
+            _ => (self.inner.waiters).join_live(self.keys.channel(), &self.owner),
         };
         let mut woken = None;
         // A grant whose token is not above a counter seen busy since was superseded (it
@@ -189,7 +189,7 @@ impl Attempter<'_> {
                 let waiters = &self.inner.waiters;
                 subscription = Some(
                     waiters
-                        .subscribe(&self.keys.channel, &self.owner, timeout)
+                        .subscribe(self.keys.channel(), &self.owner, timeout)
                         .await,
                 );
                 continue;
