@@ -1,5 +1,7 @@
 //! Taking a lock: re-entry, the acquire script, and waiting in the fair queue.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,12 +66,12 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     }
     let family = request.family;
     let attempter = Attempter {
-        owner: format!("{}:{}", inner.id, next_owner_number()),
+        owner: owner_id(&inner.id, next_owner_number()),
         inner: &inner,
         name: &name,
         keys: &keys,
         lease,
-        meta: inner.config.holder.encode(request.request_id.as_deref()),
+        meta: inner.holder_meta(request.request_id.as_deref()),
         family: &family,
         contended: AtomicBool::new(false),
     };
@@ -108,6 +110,13 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     result
 }
 
+/// The Redis owner id `<client id>:<number>`, in one allocation of its final size.
+fn owner_id(client: &str, number: u64) -> String {
+    let mut owner = String::with_capacity(client.len() + 1 + 20);
+    write!(owner, "{client}:{number}").expect("writing to a String cannot fail");
+    owner
+}
+
 fn reentered(held: Arc<Held>) -> Result<LockGuard, LockError> {
     let guard = LockGuard::new(held);
     if !guard.is_held() {
@@ -126,7 +135,7 @@ struct Attempter<'a> {
     owner: String,
     lease: Duration,
     /// Holder metadata, sent with every attempt (and so part of the queue entry).
-    meta: String,
+    meta: Cow<'a, str>,
     family: &'a Family,
     /// Set when an attempt found the lock busy.
     contended: AtomicBool,
