@@ -54,12 +54,11 @@ pub(crate) fn acquisition(
             Err(e) if e.is_unavailable() => "unavailable",
             Err(_) => return,
         };
-        ::metrics::counter!(ACQUISITIONS, "family" => family.clone(), "outcome" => outcome)
-            .increment(1);
-        ::metrics::histogram!(WAIT_SECONDS, "family" => family.clone(), "outcome" => outcome)
-            .record(waited.as_secs_f64());
+        let outcome = Some(("outcome", outcome));
+        record::counter(ACQUISITIONS, family, outcome).increment(1);
+        record::histogram(WAIT_SECONDS, family, outcome).record(waited.as_secs_f64());
         if contended {
-            ::metrics::counter!(CONTENDED, "family" => family.clone()).increment(1);
+            record::counter(CONTENDED, family, None).increment(1);
         }
     }
     #[cfg(not(feature = "metrics"))]
@@ -69,7 +68,7 @@ pub(crate) fn acquisition(
 /// A waiter woke up, `by` a `"message"` or the holder's `"ttl"`.
 pub(crate) fn woken(family: &Family, by: &'static str) {
     #[cfg(feature = "metrics")]
-    ::metrics::counter!(WAKEUPS, "family" => family.clone(), "by" => by).increment(1);
+    record::counter(WAKEUPS, family, Some(("by", by))).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = (family, by);
 }
@@ -77,7 +76,7 @@ pub(crate) fn woken(family: &Family, by: &'static str) {
 /// A hold began (a fresh acquisition in Redis, not a re-entry).
 pub(crate) fn hold_started(family: &Family) {
     #[cfg(feature = "metrics")]
-    ::metrics::gauge!(HELD, "family" => family.clone()).increment(1.0);
+    record::gauge(HELD, family).increment(1.0);
     #[cfg(not(feature = "metrics"))]
     let _ = family;
 }
@@ -86,9 +85,8 @@ pub(crate) fn hold_started(family: &Family) {
 pub(crate) fn hold_ended(family: &Family, held_for: Duration) {
     #[cfg(feature = "metrics")]
     {
-        ::metrics::gauge!(HELD, "family" => family.clone()).decrement(1.0);
-        ::metrics::histogram!(HOLD_SECONDS, "family" => family.clone())
-            .record(held_for.as_secs_f64());
+        record::gauge(HELD, family).decrement(1.0);
+        record::histogram(HOLD_SECONDS, family, None).record(held_for.as_secs_f64());
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (family, held_for);
@@ -97,7 +95,7 @@ pub(crate) fn hold_ended(family: &Family, held_for: Duration) {
 /// Redis confirmed a renewal of one lock.
 pub(crate) fn renewed(family: &Family) {
     #[cfg(feature = "metrics")]
-    ::metrics::counter!(RENEWALS, "family" => family.clone()).increment(1);
+    record::counter(RENEWALS, family, None).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = family;
 }
@@ -105,7 +103,7 @@ pub(crate) fn renewed(family: &Family) {
 /// A renewal of one lock got no answer (Redis error or timeout).
 pub(crate) fn renewal_failed(family: &Family) {
     #[cfg(feature = "metrics")]
-    ::metrics::counter!(RENEWAL_FAILURES, "family" => family.clone()).increment(1);
+    record::counter(RENEWAL_FAILURES, family, None).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = family;
 }
@@ -113,7 +111,95 @@ pub(crate) fn renewal_failed(family: &Family) {
 /// A hold was lost.
 pub(crate) fn lost(family: &Family) {
     #[cfg(feature = "metrics")]
-    ::metrics::counter!(LOST, "family" => family.clone()).increment(1);
+    record::counter(LOST, family, None).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = family;
+}
+
+/// Registration with the current recorder, as the `metrics` macros do, but with the keys of
+/// the default family made once: most locks are recorded under it, and a key with static
+/// labels costs no allocation per call (the macros build a `Vec` of labels every time, even
+/// with no recorder installed).
+#[cfg(feature = "metrics")]
+mod record {
+    use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata};
+
+    use super::{Family, DEFAULT_FAMILY};
+
+    /// A label besides the family: its name and value.
+    type Extra = Option<(&'static str, &'static str)>;
+
+    static METADATA: Metadata<'static> =
+        Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+    pub(super) fn counter(name: &'static str, family: &Family, extra: Extra) -> Counter {
+        let key = key(name, family, extra);
+        metrics::with_recorder(|recorder| recorder.register_counter(&key, &METADATA))
+    }
+
+    pub(super) fn gauge(name: &'static str, family: &Family) -> Gauge {
+        let key = key(name, family, None);
+        metrics::with_recorder(|recorder| recorder.register_gauge(&key, &METADATA))
+    }
+
+    pub(super) fn histogram(name: &'static str, family: &Family, extra: Extra) -> Histogram {
+        let key = key(name, family, extra);
+        metrics::with_recorder(|recorder| recorder.register_histogram(&key, &METADATA))
+    }
+
+    /// `name` labelled by `family` and `extra`.
+    fn key(name: &'static str, family: &Family, extra: Extra) -> Key {
+        if let Some(labels) = default_labels(family, extra) {
+            return Key::from_static_parts(name, labels);
+        }
+        let family = Label::new("family", family.clone());
+        let extra = extra.map(|(key, value)| Label::from_static_parts(key, value));
+        Key::from_parts(name, [family].into_iter().chain(extra).collect::<Vec<_>>())
+    }
+
+    /// The labels of the default family with `extra`, if it is one of the labels used.
+    fn default_labels(family: &Family, extra: Extra) -> Option<&'static [Label]> {
+        const FAMILY: Label = Label::from_static_parts("family", DEFAULT_FAMILY);
+        static ALONE: [Label; 1] = [FAMILY];
+        static WITH: [[Label; 2]; 5] = [
+            [FAMILY, Label::from_static_parts("outcome", "acquired")],
+            [FAMILY, Label::from_static_parts("outcome", "timeout")],
+            [FAMILY, Label::from_static_parts("outcome", "unavailable")],
+            [FAMILY, Label::from_static_parts("by", "message")],
+            [FAMILY, Label::from_static_parts("by", "ttl")],
+        ];
+        if family != DEFAULT_FAMILY {
+            return None;
+        }
+        let Some((key, value)) = extra else {
+            return Some(&ALONE);
+        };
+        let matches = |labels: &&[Label; 2]| labels[1].key() == key && labels[1].value() == value;
+        WITH.iter().find(matches).map(|labels| &labels[..])
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// The static keys are the ones the macros would build, and cover every label used.
+        #[test]
+        fn default_family_keys_are_static_and_the_same() {
+            let family = Family::Borrowed(DEFAULT_FAMILY);
+            for extra in [
+                None,
+                Some(("outcome", "acquired")),
+                Some(("outcome", "timeout")),
+                Some(("outcome", "unavailable")),
+                Some(("by", "message")),
+                Some(("by", "ttl")),
+            ] {
+                assert!(default_labels(&family, extra).is_some(), "{extra:?}");
+                let mut labels = vec![Label::new("family", DEFAULT_FAMILY)];
+                labels.extend(extra.map(|(k, v)| Label::new(k, v)));
+                assert_eq!(key("m", &family, extra), Key::from_parts("m", labels));
+            }
+            assert!(default_labels(&Family::Borrowed("item_<id>"), None).is_none());
+        }
+    }
 }

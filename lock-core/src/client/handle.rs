@@ -1,5 +1,6 @@
 //! The client handle: connection, settings and background tasks.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -41,6 +42,8 @@ pub(crate) struct ClientInner {
     /// The UUID that starts every owner id of this client (`<uuid>:<owner number>`).
     pub(crate) id: Arc<str>,
     pub(crate) config: Config,
+    /// The holder metadata of acquisitions without a request id, encoded once.
+    holder_meta: String,
     /// One connection, or one per Redlock node.
     pub(crate) nodes: Vec<Conn>,
     /// The connection for replica acknowledgements (`WAIT`), with `min_replicas`.
@@ -224,6 +227,7 @@ impl LockClient {
             waiters,
             watchdog: Watchdog::default(),
             _stop: stop.clone().drop_guard(),
+            holder_meta: config.holder.encode(None),
             config,
         });
         runtime.spawn(watchdog::run(
@@ -258,6 +262,15 @@ impl LockClient {
 }
 
 impl ClientInner {
+    /// The holder metadata an acquisition sends: the client's own, borrowed, unless the
+    /// request names a request id.
+    pub(crate) fn holder_meta(&self, request_id: Option<&str>) -> Cow<'_, str> {
+        match request_id {
+            None => Cow::Borrowed(&self.holder_meta),
+            Some(_) => Cow::Owned(self.config.holder.encode(request_id)),
+        }
+    }
+
     /// The keys of the lock `name` under this client's prefix.
     ///
     /// # Errors

@@ -1,5 +1,7 @@
 //! Taking a lock: re-entry, the acquire script, and waiting in the fair queue.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,18 +60,18 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let scope = Scope::current();
     if let Some(held) = scope
         .as_ref()
-        .and_then(|s| s.reenter(&inner.id, &keys.lock))
+        .and_then(|s| s.reenter(&inner.id, keys.lock()))
     {
         return reentered(held);
     }
     let family = request.family;
     let attempter = Attempter {
-        owner: format!("{}:{}", inner.id, next_owner_number()),
+        owner: owner_id(&inner.id, next_owner_number()),
         inner: &inner,
         name: &name,
         keys: &keys,
         lease,
-        meta: inner.config.holder.encode(request.request_id.as_deref()),
+        meta: inner.holder_meta(request.request_id.as_deref()),
         family: &family,
         contended: AtomicBool::new(false),
     };
@@ -108,6 +110,13 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     result
 }
 
+/// The Redis owner id `<client id>:<number>`, in one allocation of its final size.
+fn owner_id(client: &str, number: u64) -> String {
+    let mut owner = String::with_capacity(client.len() + 1 + 20);
+    write!(owner, "{client}:{number}").expect("writing to a String cannot fail");
+    owner
+}
+
 fn reentered(held: Arc<Held>) -> Result<LockGuard, LockError> {
     let guard = LockGuard::new(held);
     if !guard.is_held() {
@@ -126,7 +135,7 @@ struct Attempter<'a> {
     owner: String,
     lease: Duration,
     /// Holder metadata, sent with every attempt (and so part of the queue entry).
-    meta: String,
+    meta: Cow<'a, str>,
     family: &'a Family,
     /// Set when an attempt found the lock busy.
     contended: AtomicBool,
@@ -151,7 +160,7 @@ impl Attempter<'_> {
         // first attempt, so that a busy answer needs no retry after subscribing.
         let mut subscription: Option<Subscription> = match wait {
             Some(Duration::ZERO) => None,
-            _ => (self.inner.waiters).join_live(&self.keys.channel, &self.owner),
+            _ => (self.inner.waiters).join_live(self.keys.channel(), &self.owner),
         };
         let mut woken = None;
         // A grant whose token is not above a holder's token seen since was superseded (it
@@ -189,7 +198,7 @@ impl Attempter<'_> {
                 let waiters = &self.inner.waiters;
                 subscription = Some(
                     waiters
-                        .subscribe(&self.keys.channel, &self.owner, timeout)
+                        .subscribe(self.keys.channel(), &self.owner, timeout)
                         .await,
                 );
                 continue;

@@ -256,7 +256,8 @@ impl fmt::Debug for Lost {
 #[must_use = "futures do nothing unless polled"]
 pub struct Release {
     guard: Option<LockGuard>,
-    running: Option<(ReleaseInRedis, LockName)>,
+    /// The release under way, and its hold (for the lock's name should it be left to a task).
+    running: Option<(ReleaseInRedis, Arc<Held>)>,
 }
 
 /// The release in Redis, boxed: it is moved to a task when its future is dropped.
@@ -272,9 +273,8 @@ impl Future for Release {
             if !guard.held.release_hold() {
                 return Poll::Ready(Ok(()));
             }
-            let name = guard.held.name.clone();
             let release = Arc::clone(&guard.held).release_in_redis();
-            this.running = Some((Box::pin(release), name));
+            this.running = Some((Box::pin(release), Arc::clone(&guard.held)));
         }
         let Some((release, _)) = this.running.as_mut() else {
             // Polled again after it resolved: the release was reported then.
@@ -289,8 +289,8 @@ impl Future for Release {
 impl Drop for Release {
     fn drop(&mut self) {
         // Not started: a guard still here releases as it drops.
-        if let Some((release, name)) = self.running.take() {
-            finish_in_background(name, release);
+        if let Some((release, held)) = self.running.take() {
+            finish_in_background(held.name.clone(), release);
         }
     }
 }
@@ -299,7 +299,7 @@ impl fmt::Debug for Release {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = match (&self.guard, &self.running) {
             (Some(guard), _) => Some(guard.name()),
-            (None, Some((_, name))) => Some(name),
+            (None, Some((_, held))) => Some(&held.name),
             (None, None) => None,
         };
         f.debug_struct("Release")

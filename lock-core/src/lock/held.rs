@@ -91,7 +91,7 @@ impl Held {
     }
 
     pub(crate) fn scope_key(&self) -> (Arc<str>, Vec<u8>) {
-        (Arc::clone(&self.client.id), self.keys.lock.clone())
+        (Arc::clone(&self.client.id), self.keys.lock().to_vec())
     }
 
     pub(crate) fn add_hold(&self) {

@@ -72,7 +72,7 @@ pub(crate) async fn leave(
     lease: Duration,
     meta: &str,
 ) {
-    let name = LockName::from(keys.lock.clone());
+    let name = LockName::from(keys.lock());
     let call = scripts::release(keys, owner, lease, inner.config.publish, Some(meta));
     for answer in inner.eval_each(&name, lease, call).await {
         match answer {

@@ -74,7 +74,7 @@ async fn acknowledged(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match conn
-            .wait_replicas(&held.keys.lock, replicas, left.min(slice))
+            .wait_replicas(held.keys.lock(), replicas, left.min(slice))
             .await
         {
             Ok(n) if n >= replicas => return Ok(n),

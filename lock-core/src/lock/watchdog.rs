@@ -123,7 +123,7 @@ fn batches(due: &[Arc<Held>], conn: &Conn) -> Vec<Vec<Arc<Held>>> {
         let mut by_slot: HashMap<_, Vec<Arc<Held>>> = HashMap::new();
         for held in due {
             by_slot
-                .entry(redis::cluster_routing::Slot::for_key(&held.keys.lock))
+                .entry(redis::cluster_routing::Slot::for_key(held.keys.lock()))
                 .or_default()
                 .push(Arc::clone(held));
         }

@@ -111,7 +111,7 @@ fn node_state(name: &LockName, keys: &LockKeys, reply: InspectReply) -> (LockSta
     };
     let state = LockState {
         name: name.clone(),
-        key: keys.lock.clone(),
+        key: keys.lock().to_vec(),
         owner,
         hold_count,
         remaining_ttl: reply.remaining_ttl,

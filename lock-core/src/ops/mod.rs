@@ -65,7 +65,7 @@ impl LockClient {
                 inspect::state(
                     &self.inner,
                     name,
-                    LockKeys::for_key(key, self.inner.nodes.len() > 1),
+                    LockKeys::for_key(&key, self.inner.nodes.len() > 1),
                 )
             })
             // In order, a bounded number in flight: a large keyspace neither floods the

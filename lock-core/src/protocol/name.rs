@@ -104,52 +104,68 @@ impl fmt::Debug for LockName {
 /// Redisson's release channel of a lock key is this prefix and `{<lock key>}`.
 pub(crate) const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
 
-/// The Redis keys of one lock. All of them hash to the slot of `lock`. The holder record is
-/// a field of `lock` (see [`crate::protocol`]), and the channel is not a key.
+/// Prefixes of the companion keys, each followed by `{<lock key>}`.
+const QUEUE_PREFIX: &str = "distlock__queue:";
+const DEADLINES_PREFIX: &str = "distlock__waiters:";
+const FENCE_PREFIX: &str = "distlock__fence:";
+
+/// The Redis keys of one lock. All of them hash to the slot of the lock key. The holder
+/// record is a field of the lock hash (see [`crate::protocol`]), and the channel is not a key.
+///
+/// One buffer holds them all: Redisson's release channel,
+/// `redisson_lock__channel:{<lock key>}`, contains the lock key, and every companion key is
+/// a constant prefix before the same `{<lock key>}`. So deriving the keys of a lock costs one
+/// allocation, and the companions are written straight into the script call.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LockKeys {
-    /// The Redisson-compatible hash `owner → hold count`, with the holder record.
-    pub(crate) lock: Vec<u8>,
-    /// The fair queue of waiters, by arrival.
-    pub(crate) queue: Vec<u8>,
-    /// The waiters' liveness deadlines.
-    pub(crate) deadlines: Vec<u8>,
-    /// Redlock only: the fence floor, so that a later majority's tokens are greater. `None`
-    /// on one server, a Cluster or Sentinel, where the scripts then take three keys.
-    pub(crate) fence: Option<Vec<u8>>,
-    /// Redisson's release channel, `redisson_lock__channel:{<lock key>}`.
-    pub(crate) channel: Vec<u8>,
+    channel: Vec<u8>,
+    /// Redlock only: the scripts also take the fence floor, so that a later majority's
+    /// tokens are greater. One server, a Cluster or Sentinel: three keys.
+    fenced: bool,
 }
 
 impl LockKeys {
     /// Derives the keys of `name` under `prefix` (already validated brace-free; the name is
     /// checked with [`LockName::invalid_reason`] first); `fenced` under Redlock.
     pub(crate) fn new(prefix: &str, name: &LockName, fenced: bool) -> Self {
-        let mut lock = prefix.as_bytes().to_vec();
-        encode_into(&mut lock, name.as_bytes());
-        Self::for_key(lock, fenced)
+        // Exact for names without escapes; escaped bytes grow it once.
+        let len = CHANNEL_PREFIX.len() + prefix.len() + name.0.len() + 2;
+        let mut channel = Vec::with_capacity(len);
+        channel.extend_from_slice(CHANNEL_PREFIX.as_bytes());
+        channel.push(b'{');
+        channel.extend_from_slice(prefix.as_bytes());
+        encode_into(&mut channel, name.as_bytes());
+        channel.push(b'}');
+        Self { channel, fenced }
     }
 
     /// The keys of the lock whose Redis key is `lock` (as found by a scan).
-    pub(crate) fn for_key(lock: Vec<u8>, fenced: bool) -> Self {
-        Self {
-            queue: tagged(b"distlock__queue:", &lock),
-            deadlines: tagged(b"distlock__waiters:", &lock),
-            fence: fenced.then(|| tagged(b"distlock__fence:", &lock)),
-            channel: tagged(CHANNEL_PREFIX.as_bytes(), &lock),
-            lock,
-        }
+    pub(crate) fn for_key(lock: &[u8], fenced: bool) -> Self {
+        let channel = [CHANNEL_PREFIX.as_bytes(), b"{", lock, b"}"].concat();
+        Self { channel, fenced }
     }
-}
 
-/// `<prefix>{<lock key>}`: the lock key has no braces, so it is the whole hash tag.
-fn tagged(prefix: &[u8], lock: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(prefix.len() + lock.len() + 2);
-    key.extend_from_slice(prefix);
-    key.push(b'{');
-    key.extend_from_slice(lock);
-    key.push(b'}');
-    key
+    /// The Redisson-compatible hash `owner → hold count`, with the holder record.
+    pub(crate) fn lock(&self) -> &[u8] {
+        &self.channel[CHANNEL_PREFIX.len() + 1..self.channel.len() - 1]
+    }
+
+    /// Redisson's release channel, `redisson_lock__channel:{<lock key>}`.
+    pub(crate) fn channel(&self) -> &[u8] {
+        &self.channel
+    }
+
+    /// The keys the scripts of one lock take, in their one order: the lock, the fair queue of
+    /// waiters (by arrival), the waiters' liveness deadlines, and under Redlock the fence
+    /// floor. Each comes as two parts that spell it when joined: `("", lock key)`, or a
+    /// companion's prefix and `{<lock key>}`.
+    pub(crate) fn in_key_order(&self) -> impl Iterator<Item = (&'static str, &[u8])> + Clone {
+        let tag = &self.channel[CHANNEL_PREFIX.len()..];
+        let companions = [QUEUE_PREFIX, DEADLINES_PREFIX]
+            .into_iter()
+            .chain(self.fenced.then_some(FENCE_PREFIX));
+        std::iter::once(("", self.lock())).chain(companions.map(move |prefix| (prefix, tag)))
+    }
 }
 
 /// True for bytes that are escaped in keys: the escape itself, hash-tag braces, controls.
@@ -204,34 +220,44 @@ mod tests {
         LockKeys::new("p:", &LockName::from(name), false)
     }
 
+    /// The keys in script order, each spelled out.
+    fn spelled(keys: &LockKeys) -> Vec<Vec<u8>> {
+        let join = |(prefix, rest): (&str, &[u8])| [prefix.as_bytes(), rest].concat();
+        keys.in_key_order().map(join).collect()
+    }
+
     #[test]
     fn plain_names_are_kept_for_redisson_interop() {
         let k = keys(b"item_7");
-        assert_eq!(k.lock, b"p:item_7");
-        assert_eq!(k.channel, b"redisson_lock__channel:{p:item_7}");
-        assert_eq!(k.queue, b"distlock__queue:{p:item_7}");
-        assert_eq!(k.fence, None);
-        let redlock = LockKeys::new("p:", &LockName::from(&b"item_7"[..]), true);
+        assert_eq!(k.lock(), b"p:item_7");
+        assert_eq!(k.channel(), b"redisson_lock__channel:{p:item_7}");
         assert_eq!(
-            redlock.fence.as_deref(),
-            Some(&b"distlock__fence:{p:item_7}"[..])
+            spelled(&k),
+            [
+                &b"p:item_7"[..],
+                b"distlock__queue:{p:item_7}",
+                b"distlock__waiters:{p:item_7}"
+            ]
         );
+        let redlock = LockKeys::new("p:", &LockName::from(&b"item_7"[..]), true);
+        assert_eq!(spelled(&redlock)[3], b"distlock__fence:{p:item_7}");
+        assert_eq!(LockKeys::for_key(b"p:item_7", true), redlock);
     }
 
     #[test]
     fn braces_cannot_choose_the_hash_tag() {
         let k = keys(b"a{b}c");
-        assert_eq!(k.lock, b"p:a%7Bb%7Dc");
-        assert!(!k.lock.contains(&b'{') && !k.lock.contains(&b'}'));
-        assert_eq!(k.channel, b"redisson_lock__channel:{p:a%7Bb%7Dc}");
+        assert_eq!(k.lock(), b"p:a%7Bb%7Dc");
+        assert!(!k.lock().contains(&b'{') && !k.lock().contains(&b'}'));
+        assert_eq!(k.channel(), b"redisson_lock__channel:{p:a%7Bb%7Dc}");
     }
 
     #[test]
     fn escapes_are_injective() {
         // "%7B" literally and "{" must not collide.
-        assert_ne!(keys(b"%7B").lock, keys(b"{").lock);
-        assert_eq!(keys(b"%").lock, b"p:%25");
-        assert_eq!(keys(b"a\r\n\0").lock, b"p:a%0D%0A%00");
+        assert_ne!(keys(b"%7B").lock(), keys(b"{").lock());
+        assert_eq!(keys(b"%").lock(), b"p:%25");
+        assert_eq!(keys(b"a\r\n\0").lock(), b"p:a%0D%0A%00");
     }
 
     #[test]
@@ -245,7 +271,7 @@ mod tests {
 
     #[test]
     fn non_utf8_bytes_pass_through() {
-        assert_eq!(keys(&[0xff, 0xfe]).lock, [b'p', b':', 0xff, 0xfe]);
+        assert_eq!(keys(&[0xff, 0xfe]).lock(), [b'p', b':', 0xff, 0xfe]);
     }
 
     #[test]

@@ -10,15 +10,21 @@
 //! `renew.lua` takes many locks and has its own layout.
 //!
 //! Each call is a [`Call`] typed with its reply ([`crate::protocol::replies`]), so callers
-//! never choose how to read an answer. `redis::Script` sends EVALSHA and loads the script on
-//! NOSCRIPT, so a `SCRIPT FLUSH` or a restart is survived.
+//! never choose how to read an answer. A call is an EVALSHA command built once, straight from
+//! the lock's keys and the arguments (not through `redis::ScriptInvocation`, which copies each
+//! key and argument into a buffer of its own and builds the command again per send); on
+//! NOSCRIPT the script is loaded and the call sent again, so a `SCRIPT FLUSH` or a restart
+//! is survived.
 
+use std::io::Write as _;
 use std::marker::PhantomData;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::{FromRedisValue, RedisResult, Script, ScriptInvocation};
+use redis::{
+    Cmd, ErrorKind, FromRedisValue, RedisResult, RedisWrite as _, Script, ServerErrorKind,
+};
 
 use crate::protocol::holder::HOLDER_FIELD;
 use crate::protocol::messages::{GRANT_PREFIX, RELEASE_MESSAGE};
@@ -27,17 +33,9 @@ use crate::protocol::replies::{
     AcquireReply, ForceReleaseReply, InspectReply, ReleaseReply, RenewReply,
 };
 
-/// The Lua names of a lock's keys, in the one order every script of one lock takes them.
-/// `fence` is given under Redlock only (nil in Lua otherwise).
+/// The Lua names of a lock's keys, in the one order every script of one lock takes them
+/// ([`LockKeys::in_key_order`]). `fence` is given under Redlock only (nil in Lua otherwise).
 const KEY_ORDER: [&str; 4] = ["key", "queue", "deadlines", "fence"];
-
-/// A lock's keys in [`KEY_ORDER`], as many as its topology uses.
-fn in_key_order(keys: &LockKeys) -> impl Iterator<Item = &[u8]> {
-    [&keys.lock, &keys.queue, &keys.deadlines]
-        .into_iter()
-        .map(Vec::as_slice)
-        .chain(keys.fence.as_deref())
-}
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
@@ -80,13 +78,41 @@ impl LockScript {
         }
     }
 
-    /// A call of this script on the lock `keys`, its arguments still to add.
-    fn call<R: FromRedisValue>(&'static self, keys: &LockKeys) -> Call<R> {
-        let mut invocation = self.script.prepare_invoke();
-        for key in in_key_order(keys) {
-            invocation.key(key);
+    /// A call of this script on the lock `keys` with `args`.
+    fn call<R: FromRedisValue>(&'static self, keys: &LockKeys, args: &[Arg<'_>]) -> Call<R> {
+        let keys = keys.in_key_order();
+        let key_bytes: usize = keys.clone().map(|(p, rest)| p.len() + rest.len()).sum();
+        let arg_bytes: usize = args.iter().map(Arg::room).sum();
+        let mut call = Call::new(
+            &self.script,
+            keys.clone().count(),
+            args.len(),
+            key_bytes + arg_bytes,
+        );
+        for (prefix, rest) in keys {
+            call.key(&[prefix.as_bytes(), rest]);
         }
-        Call::new(invocation)
+        for arg in args {
+            call.arg(arg);
+        }
+        call
+    }
+}
+
+/// One argument of a script call.
+#[derive(Clone, Copy)]
+enum Arg<'a> {
+    Str(&'a str),
+    Int(u64),
+}
+
+impl Arg<'_> {
+    /// Bytes the argument takes at most (a `u64` has at most 20 digits).
+    fn room(&self) -> usize {
+        match self {
+            Self::Str(s) => s.len(),
+            Self::Int(_) => 20,
+        }
     }
 }
 
@@ -105,28 +131,58 @@ static FENCE_FLOOR: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("scripts/fence_floor.lua")));
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
 
-/// One script call whose answer reads as `R`.
+/// One script call whose answer reads as `R`: the EVALSHA command, built once with its
+/// exact size (two allocations), and sent as it is to every node and on every retry.
 pub(crate) struct Call<R> {
-    invocation: ScriptInvocation<'static>,
+    script: &'static Script,
+    cmd: Cmd,
     reply: PhantomData<fn() -> R>,
 }
 
 impl<R: FromRedisValue> Call<R> {
-    fn new(invocation: ScriptInvocation<'static>) -> Self {
+    /// `EVALSHA <hash> <keys>` with room for `keys` keys and `args` arguments of `bytes` in
+    /// all, which the caller then adds: keys first.
+    fn new(script: &'static Script, keys: usize, args: usize, bytes: usize) -> Self {
+        let hash = script.get_hash();
+        // The command name, the hash, and up to 4 digits of the key count.
+        let head = "EVALSHA".len() + hash.len() + 4;
+        let mut cmd = Cmd::with_capacity(3 + keys + args, head + bytes);
+        cmd.arg("EVALSHA").arg(hash).arg(keys);
         Self {
-            invocation,
+            script,
+            cmd,
             reply: PhantomData,
         }
     }
 
-    fn arg(mut self, arg: impl redis::ToRedisArgs) -> Self {
-        self.invocation.arg(arg);
-        self
+    /// Adds a key spelled by `parts` joined, written straight into the command.
+    fn key(&mut self, parts: &[&[u8]]) {
+        let mut writer = self.cmd.writer_for_next_arg();
+        for part in parts {
+            writer
+                .write_all(part)
+                .expect("writing to a Vec cannot fail");
+        }
     }
 
-    /// Runs the call on `conn` (EVALSHA, EVAL on NOSCRIPT).
+    fn arg(&mut self, arg: &Arg<'_>) {
+        match *arg {
+            Arg::Str(s) => self.cmd.arg(s),
+            Arg::Int(n) => self.cmd.arg(n),
+        };
+    }
+
+    /// Runs the call on `conn`. On NOSCRIPT (a `SCRIPT FLUSH`, a restart, a failover to a
+    /// replica that never saw it) loads the script and sends the call again, as
+    /// `redis::Script` does.
     pub(crate) async fn invoke_async<C: ConnectionLike>(&self, conn: &mut C) -> RedisResult<R> {
-        self.invocation.invoke_async(conn).await
+        match self.cmd.query_async(conn).await {
+            Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.script.load_async(conn).await?;
+                self.cmd.query_async(conn).await
+            }
+            answer => answer,
+        }
     }
 }
 
@@ -160,13 +216,14 @@ pub(crate) fn acquire(
     meta: &str,
     publish: Publish,
 ) -> Call<AcquireReply> {
-    ACQUIRE
-        .call(keys)
-        .arg(millis(lease))
-        .arg(owner)
-        .arg(meta)
-        .arg(millis(waiter_ttl))
-        .arg(publish.command())
+    let args = [
+        Arg::Int(millis(lease)),
+        Arg::Str(owner),
+        Arg::Str(meta),
+        Arg::Int(millis(waiter_ttl)),
+        Arg::Str(publish.command()),
+    ];
+    ACQUIRE.call(keys, &args)
 }
 
 /// A RELEASE call: releases `owner`'s hold; with `queued_meta` (the metadata its
@@ -178,44 +235,58 @@ pub(crate) fn release(
     publish: Publish,
     queued_meta: Option<&str>,
 ) -> Call<ReleaseReply> {
-    let call = (RELEASE.call(keys).arg(owner))
-        .arg(millis(lease))
-        .arg(publish.command());
-    match queued_meta {
-        Some(meta) => call.arg(meta),
-        None => call,
-    }
+    let args = [
+        Arg::Str(owner),
+        Arg::Int(millis(lease)),
+        Arg::Str(publish.command()),
+        Arg::Str(queued_meta.unwrap_or_default()),
+    ];
+    let given = if queued_meta.is_some() { 4 } else { 3 };
+    RELEASE.call(keys, &args[..given])
 }
 
 /// A TOUCH call: answers the lock's TTL in ms, 0 when `owner` does not hold it.
 pub(crate) fn touch(keys: &LockKeys, owner: &str, lease: Duration) -> Call<i64> {
-    TOUCH.call(keys).arg(owner).arg(millis(lease))
+    TOUCH.call(keys, &[Arg::Str(owner), Arg::Int(millis(lease))])
 }
 
 /// A FENCE_FLOOR call (answers 1): the floor lasts `lease`.
 pub(crate) fn fence_floor(keys: &LockKeys, token: u64, lease: Duration) -> Call<i64> {
-    FENCE_FLOOR.call(keys).arg(token).arg(millis(lease))
+    FENCE_FLOOR.call(keys, &[Arg::Int(token), Arg::Int(millis(lease))])
 }
 
 /// A FORCE_RELEASE call.
 pub(crate) fn force_release(keys: &LockKeys, publish: Publish) -> Call<ForceReleaseReply> {
-    FORCE_RELEASE.call(keys).arg(publish.command())
+    FORCE_RELEASE.call(keys, &[Arg::Str(publish.command())])
 }
 
 /// An INSPECT call.
 pub(crate) fn inspect(keys: &LockKeys) -> Call<InspectReply> {
-    INSPECT.call(keys)
+    INSPECT.call(keys, &[])
 }
 
-/// A RENEW call for `(keys, owner, lease)` of each lock.
-pub(crate) fn renew<'a>(
-    locks: impl IntoIterator<Item = (&'a LockKeys, &'a str, Duration)>,
-) -> Call<RenewReply> {
-    let mut call = RENEW.prepare_invoke();
-    for (keys, owner, lease) in locks {
-        call.key(&keys.lock).arg(owner).arg(millis(lease));
+/// A RENEW call for `(keys, owner, lease)` of each lock: the lock keys as KEYS, then each
+/// lock's owner and lease as ARGV (so the locks are walked twice).
+pub(crate) fn renew<'a, I>(locks: I) -> Call<RenewReply>
+where
+    I: IntoIterator<Item = (&'a LockKeys, &'a str, Duration)>,
+    I::IntoIter: Clone,
+{
+    let locks = locks.into_iter();
+    let (mut count, mut bytes) = (0, 0);
+    for (keys, owner, _) in locks.clone() {
+        count += 1;
+        bytes += keys.lock().len() + owner.len() + 20;
     }
-    Call::new(call)
+    let mut call = Call::new(&RENEW, count, 2 * count, bytes);
+    for (keys, _, _) in locks.clone() {
+        call.key(&[keys.lock()]);
+    }
+    for (_, owner, lease) in locks {
+        call.arg(&Arg::Str(owner));
+        call.arg(&Arg::Int(millis(lease)));
+    }
+    call
 }
 
 /// Milliseconds for Redis arguments (leases are validated to fit).
@@ -236,20 +307,26 @@ mod tests {
         assert!(header.contains("local RELEASE_MESSAGE = '0'\n"));
         assert!(header.contains("local CHANNEL_PREFIX = 'redisson_lock__channel:'\n"));
         assert!(header.contains("local HOLDER_FIELD = 'distlock:holder'\n"));
-        let keys = LockKeys::for_key(b"p:k".to_vec(), false);
-        let ordered: Vec<_> = in_key_order(&keys).collect();
+        let call: Call<i64> = touch(&LockKeys::for_key(b"p:k", true), "u:1", Duration::ZERO);
+        let simple = |arg| match arg {
+            redis::Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        };
+        let sent: Vec<&[u8]> = call.cmd.args_iter().filter_map(simple).collect();
+        let hash = TOUCH.script.get_hash().as_bytes();
         assert_eq!(
-            ordered,
+            sent,
             [
-                &b"p:k"[..],
+                &b"EVALSHA"[..],
+                hash,
+                b"4",
+                b"p:k",
                 b"distlock__queue:{p:k}",
-                b"distlock__waiters:{p:k}"
+                b"distlock__waiters:{p:k}",
+                b"distlock__fence:{p:k}",
+                b"u:1",
+                b"0"
             ]
-        );
-        let redlock = LockKeys::for_key(b"p:k".to_vec(), true);
-        assert_eq!(
-            in_key_order(&redlock).nth(3),
-            Some(&b"distlock__fence:{p:k}"[..])
         );
     }
 
