@@ -158,17 +158,13 @@ impl Config {
     /// The answer to a rejection. The client sees a generic message; the full error (the
     /// holder of a busy lock, the Redis error) goes to the log.
     pub(crate) fn reject<B>(&self, rejection: &Rejection) -> Response<ResponseBody<B>> {
-        match (rejection.lock_error(), rejection.key_error()) {
-            (Some(error), _) => {
-                tracing::debug!(kind = ?rejection.kind(), %error, "request rejected by the lock layer")
-            }
-            (None, Some(error)) => {
-                tracing::debug!(kind = ?rejection.kind(), %error, "request rejected by the lock layer")
-            }
-            (None, None) => {
-                tracing::debug!(kind = ?rejection.kind(), %rejection, "request rejected by the lock layer")
-            }
-        }
+        tracing::debug!(
+            kind = ?rejection.kind(),
+            answer = %rejection,
+            lock_error = rejection.lock_error().map(display),
+            key_error = rejection.key_error().map(display),
+            "request rejected by the lock layer"
+        );
         into_response(match &self.rejection {
             Some(f) => f(rejection),
             None => rejection.default_response(),
