@@ -15,6 +15,7 @@ use crate::client::config::Config;
 use crate::error::{bounded, LockError};
 use crate::lock::request::LockRequest;
 use crate::lock::watchdog::{self, Watchdog};
+use crate::protocol::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::scripts::Call;
 use crate::transport::backend::Conn;
@@ -163,7 +164,66 @@ impl LockClient {
     /// Starts a request for the lock `name`; `.await` it to acquire (waiting up to the
     /// client's default wait), or set `.lease(…)`, `.wait(…)` first.
     pub fn lock(&self, name: impl Into<LockName>) -> LockRequest {
-        LockRequest::new(self.clone(), name.into())
+        LockRequest::new(self.clone(), name.into(), LockMode::Exclusive)
+    }
+
+    /// Starts a request for the read side of the read-write lock `name`: held beside other
+    /// readers, never beside a writer. Once a writer waits, new readers queue behind it, so
+    /// a stream of readers cannot starve writers. It is Redisson's `RReadWriteLock` layout,
+    /// so Redisson's read and write locks of the same key exclude distlock's and the other
+    /// way round.
+    ///
+    /// The request is a [`LockRequest`] like any other: `.await`, `try_acquire`, `run`,
+    /// leases, the watchdog, fencing tokens, `lost()`. In one [`scope`](crate::scope), a
+    /// reader re-enters a read lock the scope holds, or the write lock it holds (the write
+    /// lock covers reading); asking for the write lock while holding only the read lock is
+    /// [`LockError::InvalidRequest`] (an upgrade would wait for itself).
+    ///
+    /// A read-write lock needs one Redis (a server, Sentinel or a Cluster): under Redlock
+    /// the acquisition is [`LockError::InvalidRequest`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
+    /// let reading = client.read_lock("catalog").await?;
+    /// let also_reading = client.read_lock("catalog").await?; // another owner, at once
+    /// # Ok(()) }
+    /// ```
+    pub fn read_lock(&self, name: impl Into<LockName>) -> LockRequest {
+        LockRequest::new(self.clone(), name.into(), LockMode::Read)
+    }
+
+    /// Starts a request for the write side of the read-write lock `name`: held alone, with
+    /// no reader and no other writer; see [`read_lock`](Self::read_lock). Its fencing token
+    /// is above every token issued before for the name, to readers and writers alike.
+    pub fn write_lock(&self, name: impl Into<LockName>) -> LockRequest {
+        LockRequest::new(self.clone(), name.into(), LockMode::Write)
+    }
+
+    /// Starts a request for one permit of the semaphore `name`, of which at most `permits`
+    /// are held at once across every client: "at most 3 exports per tenant".
+    ///
+    /// Each permit is a hold with a lease, renewed by the watchdog and given back by itself
+    /// when its holder dies; waiters are woken by the release and served in arrival order.
+    /// The request is a [`LockRequest`]: `.await` it for the permit's [`LockGuard`].
+    ///
+    /// **Capacity rule**: the limit is the caller's. A permit is granted while fewer than
+    /// the requesting caller's own `permits` are held, so callers naming one semaphore with
+    /// 3 and 5 (say, during a rolling deploy) never hold more than 5 together, and the
+    /// caller of 3 waits while 3 or more are held. `permits` of 0 is
+    /// [`LockError::InvalidRequest`].
+    ///
+    /// A semaphore needs one Redis (a server, Sentinel or a Cluster): under Redlock the
+    /// acquisition is [`LockError::InvalidRequest`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
+    /// let permit = client.semaphore("export_tenant_9", 3).await?;
+    /// // … at most 3 of these run at once, across every instance …
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: impl Into<LockName>, permits: u32) -> LockRequest {
+        LockRequest::new(self.clone(), name.into(), LockMode::Permit).permits(permits)
     }
 
     /// Runs `fut` under the lock `name` and releases it afterwards, whatever happens
@@ -275,7 +335,7 @@ impl ClientInner {
     ///
     /// # Errors
     /// [`LockError::InvalidName`] for an empty name or one above the client's limit.
-    pub(crate) fn keys(&self, name: &LockName) -> Result<LockKeys, LockError> {
+    pub(crate) fn keys(&self, name: &LockName, mode: LockMode) -> Result<LockKeys, LockError> {
         if let Some(reason) = name.invalid_reason(self.config.max_name_len) {
             return Err(LockError::InvalidName {
                 name: name.clone(),
@@ -283,7 +343,7 @@ impl ClientInner {
             });
         }
         let fenced = self.nodes.len() > 1;
-        Ok(LockKeys::new(&self.config.key_prefix, name, fenced))
+        Ok(LockKeys::new(&self.config.key_prefix, name, mode, fenced))
     }
 
     /// The connection for calls that go to one place (the server, the Cluster, or the first

@@ -21,6 +21,7 @@ use crate::lock::scope::{next_owner_number, Scope};
 use crate::lock::time::{drift, later};
 use crate::metrics::{self, Family};
 use crate::protocol::holder::HolderInfo;
+use crate::protocol::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::AcquireReply;
 use crate::protocol::scripts;
@@ -55,18 +56,21 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let watchdog = request.lease.is_none();
     let lease = request.lease.unwrap_or(inner.config.lease);
     let name = request.name;
+    let mode = request.mode;
     check_request_lease(&name, lease)?;
-    let keys = inner.keys(&name)?;
+    check_mode(&inner, &name, mode, request.permits)?;
+    let keys = inner.keys(&name, mode)?;
     let scope = Scope::current();
     if let Some(held) = scope
         .as_ref()
         .and_then(|s| s.reenter(&inner.id, keys.lock()))
     {
-        return reentered(held);
+        return reentered(held, mode);
     }
     let family = request.family;
     let attempter = Attempter {
-        owner: owner_id(&inner.id, next_owner_number()),
+        owner: owner_id(&inner.id, next_owner_number(), mode),
+        permits: request.permits,
         inner: &inner,
         name: &name,
         keys: &keys,
@@ -110,15 +114,59 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     result
 }
 
-/// The Redis owner id `<client id>:<number>`, in one allocation of its final size.
-fn owner_id(client: &str, number: u64) -> String {
-    let mut owner = String::with_capacity(client.len() + 1 + 20);
-    write!(owner, "{client}:{number}").expect("writing to a String cannot fail");
+/// The Redis owner id `<client id>:<number>` (Redisson's `<id>:<thread>`), with Redisson's
+/// `:write` suffix for a writer, in one allocation of its final size.
+fn owner_id(client: &str, number: u64, mode: LockMode) -> String {
+    let suffix = if mode == LockMode::Write {
+        ":write"
+    } else {
+        ""
+    };
+    let mut owner = String::with_capacity(client.len() + 1 + 20 + suffix.len());
+    write!(owner, "{client}:{number}{suffix}").expect("writing to a String cannot fail");
     owner
 }
 
-fn reentered(held: Arc<Held>) -> Result<LockGuard, LockError> {
+/// Refuses what a mode cannot do: a semaphore without permits, and the shared modes under
+/// Redlock (a reader set or a permit count cannot be voted on node by node).
+fn check_mode(
+    inner: &ClientInner,
+    name: &LockName,
+    mode: LockMode,
+    permits: u32,
+) -> Result<(), LockError> {
+    let reason = if mode == LockMode::Permit && permits == 0 {
+        "a semaphore needs at least 1 permit".to_owned()
+    } else if mode != LockMode::Exclusive && inner.nodes.len() > 1 {
+        format!(
+            "{mode} holds need one Redis (a server, Sentinel or a Cluster); \
+             Redlock supports exclusive locks and lock_all only"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(LockError::InvalidRequest {
+        name: name.clone(),
+        reason,
+    })
+}
+
+fn reentered(held: Arc<Held>, wanted: LockMode) -> Result<LockGuard, LockError> {
+    let held_mode = held.keys.mode();
     let guard = LockGuard::new(held);
+    if !held_mode.covers(wanted) {
+        let reason = match (held_mode, wanted) {
+            (LockMode::Read, LockMode::Write) => "this scope holds the read lock: \
+                upgrading to the write lock would wait for itself; take the write lock first"
+                .to_owned(),
+            _ => format!("this scope holds the name as a {held_mode} hold, not {wanted}"),
+        };
+        // Dropping the guard gives the hold back.
+        return Err(LockError::InvalidRequest {
+            name: guard.name().clone(),
+            reason,
+        });
+    }
     if !guard.is_held() {
         // Dropping the guard gives the hold back; the caller learns the lock is gone.
         return Err(guard.lost_error());
@@ -133,6 +181,8 @@ struct Attempter<'a> {
     name: &'a LockName,
     keys: &'a LockKeys,
     owner: String,
+    /// A semaphore's capacity as this caller sees it.
+    permits: u32,
     lease: Duration,
     /// Holder metadata, sent with every attempt (and so part of the queue entry).
     meta: Cow<'a, str>,
@@ -288,6 +338,7 @@ impl Attempter<'_> {
             waiter_ttl,
             &self.meta,
             publish,
+            self.permits,
         );
         // A granting quorum settles it; any other outcome waits for every node, so that a
         // minority grant is known and undone below (one left unseen on a slow node would

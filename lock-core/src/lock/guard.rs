@@ -16,6 +16,7 @@ use crate::error::LockError;
 use crate::lock::held::{finish_in_background, Held};
 use crate::lock::quorum::{renewal, Renewal};
 use crate::lock::scope::LockInfo;
+use crate::protocol::mode::LockMode;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::RenewReply;
 use crate::protocol::scripts;
@@ -49,6 +50,13 @@ impl LockGuard {
     /// The lock's name.
     pub fn name(&self) -> &LockName {
         &self.held.name
+    }
+
+    /// What this hold is: an exclusive lock, a reader or writer of a read-write lock, or a
+    /// semaphore's permit. A read guard re-entered from the scope's write lock answers
+    /// [`LockMode::Write`]: it is that hold.
+    pub fn mode(&self) -> LockMode {
+        self.held.keys.mode()
     }
 
     /// The fencing token of this hold: strictly greater than every token issued before for
@@ -180,6 +188,7 @@ impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
             .field("name", &self.held.name)
+            .field("mode", &self.mode())
             .field("owner", &self.held.owner)
             .field("fencing_token", &self.held.token)
             .field("held", &self.held.is_held())

@@ -14,6 +14,7 @@ use crate::lock::acquire;
 use crate::lock::guard::LockGuard;
 use crate::lock::scope::{scope, with_lock_info};
 use crate::metrics::{Family, DEFAULT_FAMILY};
+use crate::protocol::mode::LockMode;
 use crate::protocol::name::LockName;
 
 /// What [`LockRequest::run`] does with the guarded work when the lock is lost.
@@ -27,7 +28,9 @@ pub enum OnLost {
     Continue,
 }
 
-/// A request for the lock of one name, made by [`LockClient::lock`].
+/// A request for one hold of one name: the lock ([`LockClient::lock`]), a side of a
+/// read-write lock ([`LockClient::read_lock`], [`LockClient::write_lock`]) or a semaphore's
+/// permit ([`LockClient::semaphore`]).
 ///
 /// `.await` it to acquire, waiting up to the wait; [`try_acquire`](Self::try_acquire) tries
 /// once; [`run`](Self::run) runs a future under the lock.
@@ -39,6 +42,9 @@ pub struct LockRequest {
     pub(crate) wait: Option<Duration>,
     pub(crate) family: Family,
     pub(crate) request_id: Option<String>,
+    pub(crate) mode: LockMode,
+    /// A semaphore's capacity as this caller sees it (1 for the other modes).
+    pub(crate) permits: u32,
     on_lost: OnLost,
 }
 
@@ -46,6 +52,7 @@ impl fmt::Debug for LockRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockRequest")
             .field("name", &self.name)
+            .field("mode", &self.mode)
             .field("lease", &self.lease)
             .field("wait", &self.wait)
             .field("on_lost", &self.on_lost)
@@ -56,7 +63,7 @@ impl fmt::Debug for LockRequest {
 }
 
 impl LockRequest {
-    pub(crate) fn new(client: LockClient, name: LockName) -> Self {
+    pub(crate) fn new(client: LockClient, name: LockName, mode: LockMode) -> Self {
         let wait = client.inner.config.wait;
         Self {
             client,
@@ -65,8 +72,15 @@ impl LockRequest {
             wait,
             family: Cow::Borrowed(DEFAULT_FAMILY),
             request_id: None,
+            mode,
+            permits: 1,
             on_lost: OnLost::Abort,
         }
+    }
+
+    pub(crate) fn permits(mut self, permits: u32) -> Self {
+        self.permits = permits;
+        self
     }
 
     /// An explicit lease: the lock expires after `lease` unless extended, and the watchdog

@@ -14,6 +14,7 @@ use crate::client::handle::LockClient;
 use crate::error::LockError;
 use crate::ops::inspect::LockState;
 use crate::ops::list::glob_escape;
+use crate::protocol::mode::LockMode;
 use crate::protocol::name::{decode, encode_into, LockKeys, LockName};
 use crate::protocol::scripts;
 
@@ -35,7 +36,7 @@ impl LockClient {
     /// Read-only: dropping the future changes nothing.
     pub async fn inspect(&self, name: impl Into<LockName>) -> Result<LockState, LockError> {
         let name = name.into();
-        let keys = self.inner.keys(&name)?;
+        let keys = self.inner.keys(&name, LockMode::Exclusive)?;
         Ok(inspect::state(&self.inner, name, keys).await?.0)
     }
 
@@ -65,7 +66,7 @@ impl LockClient {
                 inspect::state(
                     &self.inner,
                     name,
-                    LockKeys::for_key(&key, self.inner.nodes.len() > 1),
+                    LockKeys::for_key(&key, LockMode::Exclusive, self.inner.nodes.len() > 1),
                 )
             })
             // In order, a bounded number in flight: a large keyspace neither floods the
@@ -96,7 +97,7 @@ impl LockClient {
     /// [`inspect`](Self::inspect) tells.
     pub async fn force_release(&self, name: impl Into<LockName>) -> Result<bool, LockError> {
         let name = name.into();
-        let keys = self.inner.keys(&name)?;
+        let keys = self.inner.keys(&name, LockMode::Exclusive)?;
         // Every node: a Redlock lock lives on a majority of them.
         let call = scripts::force_release(&keys, self.inner.config.publish);
         let mut released = false;

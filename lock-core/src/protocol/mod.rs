@@ -31,6 +31,7 @@
 
 pub(crate) mod holder;
 pub(crate) mod messages;
+pub(crate) mod mode;
 pub(crate) mod name;
 pub(crate) mod replies;
 pub(crate) mod scripts;

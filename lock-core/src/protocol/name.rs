@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::protocol::mode::LockMode;
+
 /// The name of a lock: any bytes the application chooses.
 ///
 /// Names are encoded before they reach Redis so that no byte in a name can move the lock to
@@ -101,9 +103,6 @@ impl fmt::Debug for LockName {
     }
 }
 
-/// Redisson's release channel of a lock key is this prefix and `{<lock key>}`.
-pub(crate) const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
-
 /// Prefixes of the companion keys, each followed by `{<lock key>}`.
 const QUEUE_PREFIX: &str = "distlock__queue:";
 const DEADLINES_PREFIX: &str = "distlock__waiters:";
@@ -112,13 +111,16 @@ const FENCE_PREFIX: &str = "distlock__fence:";
 /// The Redis keys of one lock. All of them hash to the slot of the lock key. The holder
 /// record is a field of the lock hash (see [`crate::protocol`]), and the channel is not a key.
 ///
-/// One buffer holds them all: Redisson's release channel,
-/// `redisson_lock__channel:{<lock key>}`, contains the lock key, and every companion key is
-/// a constant prefix before the same `{<lock key>}`. So deriving the keys of a lock costs one
+/// One buffer holds them all: the release channel (Redisson's
+/// `redisson_lock__channel:{<lock key>}` for a lock, `redisson_rwlock:{<lock key>}` for a
+/// read-write lock, see [`LockMode::channel_prefix`]) contains the lock key, and every
+/// companion key is a constant prefix before the same `{<lock key>}`. So deriving the keys of a lock costs one
 /// allocation, and the companions are written straight into the script call.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LockKeys {
     channel: Vec<u8>,
+    /// What the lock is: picks its scripts and its channel's prefix.
+    mode: LockMode,
     /// Redlock only: the scripts also take the fence floor, so that a later majority's
     /// tokens are greater. One server, a Cluster or Sentinel: three keys.
     fenced: bool,
@@ -127,32 +129,47 @@ pub(crate) struct LockKeys {
 impl LockKeys {
     /// Derives the keys of `name` under `prefix` (already validated brace-free; the name is
     /// checked with [`LockName::invalid_reason`] first); `fenced` under Redlock.
-    pub(crate) fn new(prefix: &str, name: &LockName, fenced: bool) -> Self {
+    pub(crate) fn new(prefix: &str, name: &LockName, mode: LockMode, fenced: bool) -> Self {
+        let channel_prefix = mode.channel_prefix();
         // Exact for names without escapes; escaped bytes grow it once.
-        let len = CHANNEL_PREFIX.len() + prefix.len() + name.0.len() + 2;
+        let len = channel_prefix.len() + prefix.len() + name.0.len() + 2;
         let mut channel = Vec::with_capacity(len);
-        channel.extend_from_slice(CHANNEL_PREFIX.as_bytes());
+        channel.extend_from_slice(channel_prefix.as_bytes());
         channel.push(b'{');
         channel.extend_from_slice(prefix.as_bytes());
         encode_into(&mut channel, name.as_bytes());
         channel.push(b'}');
-        Self { channel, fenced }
+        Self {
+            channel,
+            mode,
+            fenced,
+        }
     }
 
-    /// The keys of the lock whose Redis key is `lock` (as found by a scan).
-    pub(crate) fn for_key(lock: &[u8], fenced: bool) -> Self {
-        let channel = [CHANNEL_PREFIX.as_bytes(), b"{", lock, b"}"].concat();
-        Self { channel, fenced }
+    /// The keys of the lock of `mode` whose Redis key is `lock` (as found by a scan).
+    pub(crate) fn for_key(lock: &[u8], mode: LockMode, fenced: bool) -> Self {
+        let channel = [mode.channel_prefix().as_bytes(), b"{", lock, b"}"].concat();
+        Self {
+            channel,
+            mode,
+            fenced,
+        }
     }
 
-    /// The Redisson-compatible hash `owner → hold count`, with the holder record.
+    /// The lock's own key: the Redisson-compatible hash `owner → hold count` with the holder
+    /// record (a lock, a read-write lock), or a semaphore's holders.
     pub(crate) fn lock(&self) -> &[u8] {
-        &self.channel[CHANNEL_PREFIX.len() + 1..self.channel.len() - 1]
+        &self.channel[self.mode.channel_prefix().len() + 1..self.channel.len() - 1]
     }
 
-    /// Redisson's release channel, `redisson_lock__channel:{<lock key>}`.
+    /// The release channel, `<mode's channel prefix>{<lock key>}`.
     pub(crate) fn channel(&self) -> &[u8] {
         &self.channel
+    }
+
+    /// What the lock is.
+    pub(crate) fn mode(&self) -> LockMode {
+        self.mode
     }
 
     /// The keys the scripts of one lock take, in their one order: the lock, the fair queue of
@@ -160,7 +177,7 @@ impl LockKeys {
     /// floor. Each comes as two parts that spell it when joined: `("", lock key)`, or a
     /// companion's prefix and `{<lock key>}`.
     pub(crate) fn in_key_order(&self) -> impl Iterator<Item = (&'static str, &[u8])> + Clone {
-        let tag = &self.channel[CHANNEL_PREFIX.len()..];
+        let tag = &self.channel[self.mode.channel_prefix().len()..];
         let companions = [QUEUE_PREFIX, DEADLINES_PREFIX]
             .into_iter()
             .chain(self.fenced.then_some(FENCE_PREFIX));
@@ -217,7 +234,7 @@ mod tests {
     use super::*;
 
     fn keys(name: &[u8]) -> LockKeys {
-        LockKeys::new("p:", &LockName::from(name), false)
+        LockKeys::new("p:", &LockName::from(name), LockMode::Exclusive, false)
     }
 
     /// The keys in script order, each spelled out.
@@ -239,9 +256,17 @@ mod tests {
                 b"distlock__waiters:{p:item_7}"
             ]
         );
-        let redlock = LockKeys::new("p:", &LockName::from(&b"item_7"[..]), true);
+        let name = LockName::from(&b"item_7"[..]);
+        let redlock = LockKeys::new("p:", &name, LockMode::Exclusive, true);
         assert_eq!(spelled(&redlock)[3], b"distlock__fence:{p:item_7}");
-        assert_eq!(LockKeys::for_key(b"p:item_7", true), redlock);
+        assert_eq!(
+            LockKeys::for_key(b"p:item_7", LockMode::Exclusive, true),
+            redlock
+        );
+        let rw = LockKeys::new("p:", &name, LockMode::Write, false);
+        assert_eq!(rw.lock(), b"p:item_7");
+        assert_eq!(rw.channel(), b"redisson_rwlock:{p:item_7}");
+        assert_eq!(spelled(&rw)[1], b"distlock__queue:{p:item_7}");
     }
 
     #[test]

@@ -1,23 +1,39 @@
 -- RENEW: renews a batch of locks in one call (the watchdog's tick, or one extension).
 -- KEYS: the n locks (not the one-lock order of the other scripts: this one takes many
---       locks, all in one slot). Their holder records are fields of the locks and go along.
--- ARGV: owner and lease_ms of each lock, in order (2n values).
--- For each lock still held by its owner, raises its TTL to at least the lease (never
--- shortens it) and answers the resulting TTL in ms; answers 0 for a lock the owner lost.
+--       locks, all in one slot). Their holder records go along with them.
+-- ARGV: owner, lease_ms and mode code of each lock, in order (3n values). The codes:
+--       'x' a lock, 'w' a writer, 'r' a reader, 's' a semaphore's permit.
+-- For each hold its owner still has, raises its TTL to at least the lease (never shortens
+-- it) and answers the resulting TTL in ms; answers 0 for a hold the owner lost.
 -- Returns the n answers in order.
+
+-- A lock or a writer: the owner's field of the hash.
+local function renew_field(key, owner, lease_ms)
+  if redis.call('hexists', key, owner) == 0 then return 0 end
+  local ttl = redis.call('pttl', key)
+  if ttl < lease_ms then
+    redis.call('pexpire', key, lease_ms)
+    ttl = lease_ms
+  end
+  return ttl
+end
+
+-- A reader of a read-write lock.
+local function renew_reader(key, owner, lease_ms)
+  return 0
+end
+
+-- (kept apart from the reader's function above.)
+
+-- A permit of a semaphore.
+local function renew_permit(key, owner, lease_ms)
+  return 0
+end
+
+local renewers = {x = renew_field, w = renew_field, r = renew_reader, s = renew_permit}
 local out = {}
 for i = 1, #KEYS do
-  local key = KEYS[i]
-  local owner, lease_ms = ARGV[2 * i - 1], tonumber(ARGV[2 * i])
-  if redis.call('hexists', key, owner) == 1 then
-    local ttl = redis.call('pttl', key)
-    if ttl < lease_ms then
-      redis.call('pexpire', key, lease_ms)
-      ttl = lease_ms
-    end
-    out[i] = ttl
-  else
-    out[i] = 0
-  end
+  local owner, lease_ms, code = ARGV[3 * i - 2], tonumber(ARGV[3 * i - 1]), ARGV[3 * i]
+  out[i] = renewers[code](KEYS[i], owner, lease_ms)
 end
 return out

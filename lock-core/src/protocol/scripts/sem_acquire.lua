@@ -1,0 +1,2 @@
+-- sem_acquire: not written yet.
+return redis.error_reply('ERR sem_acquire is not written yet')
