@@ -13,6 +13,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::client::builder::LockClientBuilder;
 use crate::client::config::Config;
 use crate::error::{bounded, LockError};
+use crate::lock::multi::MultiLockRequest;
 use crate::lock::request::LockRequest;
 use crate::lock::watchdog::{self, Watchdog};
 use crate::protocol::mode::LockMode;
@@ -224,6 +225,29 @@ impl LockClient {
     /// ```
     pub fn semaphore(&self, name: impl Into<LockName>, permits: u32) -> LockRequest {
         LockRequest::new(self.clone(), name.into(), LockMode::Permit).permits(permits)
+    }
+
+    /// Starts a request for several locks at once, all or nothing: a transfer locks both
+    /// accounts. The names are taken in one global order (that of their Redis keys)
+    /// whatever order they are given in, so two callers naming {a, b} and {b, a} cannot
+    /// deadlock; if one cannot be taken within the wait, those taken are released. Each
+    /// name is an ordinary exclusive lock: single locks of the same names exclude it, a
+    /// scope holding one re-enters it, and the guard has one fencing token per name. It
+    /// works on every topology, Redlock included.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
+    /// let both = client.lock_all(["acct_17", "acct_4"]).await?;
+    /// let token = both.fencing_token("acct_4").expect("one of the names");
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_all<I, N>(&self, names: I) -> MultiLockRequest
+    where
+        I: IntoIterator<Item = N>,
+        N: Into<LockName>,
+    {
+        MultiLockRequest::new(self.clone(), names.into_iter().map(Into::into).collect())
     }
 
     /// Runs `fut` under the lock `name` and releases it afterwards, whatever happens

@@ -1,7 +1,7 @@
 //! A lock's lifecycle: the request and its options ([`request`]), the acquisition
 //! ([`acquire`], with its clean-up guard [`pending`] and the Redlock tallies of
 //! [`quorum`]), the hold shared by reentrant guards ([`held`]), the guard itself
-//! ([`guard`]), reentrancy scopes ([`scope`]), renewal ([`watchdog`]), replica
+//! ([`guard`]), multi-locks ([`multi`]), reentrancy scopes ([`scope`]), renewal ([`watchdog`]), replica
 //! acknowledgement ([`replicas`]) and local-clock arithmetic ([`time`]).
 //!
 //! This module and [`crate::client`] depend on each other, by design: the client makes
@@ -11,6 +11,7 @@
 pub(crate) mod acquire;
 pub(crate) mod guard;
 pub(crate) mod held;
+pub(crate) mod multi;
 pub(crate) mod pending;
 pub(crate) mod quorum;
 pub(crate) mod replicas;

@@ -14,6 +14,7 @@ mod fencing;
 mod interop;
 mod limits;
 mod lost;
+mod multi;
 mod names;
 mod outage;
 mod reentrancy;

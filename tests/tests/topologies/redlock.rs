@@ -203,3 +203,28 @@ async fn fence_floors_expire_with_the_lease() {
     })
     .await;
 }
+
+/// Multi-locks work under Redlock (each name by majority); read-write locks and semaphores
+/// are refused with a typed error that says why.
+#[tokio::test]
+async fn multi_locks_work_and_shared_modes_are_refused() {
+    let nodes = servers(3);
+    let (locks, other) = (redlock(&nodes), redlock(&nodes));
+    let both = locks.lock_all(["from", "to"]).await.unwrap();
+    assert!(other.lock("to").try_acquire().await.unwrap().is_none());
+    assert!(both.fencing_token("from").is_some());
+    both.release().await.unwrap();
+    assert_eq!(keys_everywhere(&nodes).await, 0);
+    for request in [
+        locks.read_lock("x"),
+        locks.write_lock("x"),
+        locks.semaphore("x", 2),
+    ] {
+        let err = request.await.expect_err("refused under Redlock");
+        assert!(
+            matches!(&err, lock_core::LockError::InvalidRequest { .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("Redlock"), "{err}");
+    }
+}
