@@ -29,6 +29,9 @@ const EXAMPLES: &[(&str, &[&str])] = &[
     ("macro_basic", &[]),
     ("macro_axum", &[]),
     ("quickstart", &[]),
+    ("rwlock", &[]),
+    ("semaphore", &[]),
+    ("transfer", &[]),
     ("oversell", &[]),
     ("bench", &[]),
 ];
