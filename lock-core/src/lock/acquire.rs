@@ -116,7 +116,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
 
 /// The Redis owner id `<client id>:<number>` (Redisson's `<id>:<thread>`), with Redisson's
 /// `:write` suffix for a writer, in one allocation of its final size.
-fn owner_id(client: &str, number: u64, mode: LockMode) -> String {
+pub(crate) fn owner_id(client: &str, number: u64, mode: LockMode) -> String {
     let suffix = if mode == LockMode::Write {
         ":write"
     } else {

@@ -14,15 +14,24 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use tokio::time::Instant;
 
-use crate::client::handle::LockClient;
+use crate::client::config::check_request_lease;
+use crate::client::handle::{ClientInner, LockClient};
 use crate::error::LockError;
+use crate::lock::acquire::owner_id;
 use crate::lock::guard::{LockGuard, Lost};
+use crate::lock::held::{Acquired, Held};
+use crate::lock::pending::Pending;
 use crate::lock::request::{LockRequest, OnLost};
-use crate::lock::scope::{scope, with_lock_info};
+use crate::lock::scope::{next_owner_number, scope, with_lock_info, Scope};
+use crate::metrics::{self, Family, DEFAULT_FAMILY};
 use crate::protocol::mode::LockMode;
-use crate::protocol::name::LockName;
+use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::replies::MultiAcquireReply;
+use crate::protocol::scripts;
 
 /// A request for several locks at once, made by [`LockClient::lock_all`].
 ///
@@ -194,6 +203,13 @@ impl MultiLockRequest {
         };
         let order = self.global_order()?;
         let deadline = self.wait.map(|wait| Instant::now() + wait);
+        if let Some(guards) = at_once(self.at_once_request(&order)?).await? {
+            let first_given = order.iter().position(|n| *n == first).unwrap_or(0);
+            return Ok(MultiLockGuard {
+                guards,
+                first_given,
+            });
+        }
         let mut guards: Vec<LockGuard> = Vec::with_capacity(order.len());
         for name in &order {
             match self.request_for(name, deadline).acquire().await {
@@ -209,6 +225,39 @@ impl MultiLockRequest {
             guards,
             first_given,
         })
+    }
+
+    /// What the uncontended path needs, when it applies: one server or one slot of a
+    /// Cluster, not Redlock (names need a majority each), no replica acknowledgement, and
+    /// no name already held by the caller's scope (re-entry is the one-by-one path's).
+    fn at_once_request(&self, order: &[LockName]) -> Result<Option<AtOnce>, LockError> {
+        let inner = &self.client.inner;
+        if order.len() < 2 || inner.nodes.len() > 1 || inner.config.min_replicas.is_some() {
+            return Ok(None);
+        }
+        let lease = self.lease.unwrap_or(inner.config.lease);
+        check_request_lease(&order[0], lease)?;
+        let mut keys = Vec::with_capacity(order.len());
+        for name in order {
+            keys.push(inner.keys(name, LockMode::Exclusive)?);
+        }
+        let scope = Scope::current();
+        let reentry = scope
+            .as_ref()
+            .is_some_and(|s| s.holds_any(&inner.id, keys.iter().map(LockKeys::lock)));
+        if reentry || !one_slot(inner, &keys) {
+            return Ok(None);
+        }
+        Ok(Some(AtOnce {
+            inner: Arc::clone(inner),
+            names: order.to_vec(),
+            keys,
+            lease,
+            watchdog: self.lease.is_none(),
+            meta: inner.holder_meta(self.request_id.as_deref()).into_owned(),
+            family: self.family.clone().unwrap_or(Cow::Borrowed(DEFAULT_FAMILY)),
+            scope,
+        }))
     }
 
     /// The distinct names in the order of their Redis keys: one total order for every
@@ -235,12 +284,83 @@ impl IntoFuture for MultiLockRequest {
     }
 }
 
-/// Releases `guards` last first, waiting for each; errors are logged (each lock then
-/// expires with its lease).
+/// A multi-lock's uncontended path: every name in one script call.
+struct AtOnce {
+    inner: Arc<ClientInner>,
+    names: Vec<LockName>,
+    keys: Vec<LockKeys>,
+    lease: Duration,
+    watchdog: bool,
+    meta: String,
+    family: Family,
+    scope: Option<Arc<Scope>>,
+}
+
+/// True when every lock of `keys` lives in one slot (always, off a Cluster).
+#[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+fn one_slot(inner: &ClientInner, keys: &[LockKeys]) -> bool {
+    #[cfg(feature = "cluster")]
+    if inner.conn().is_cluster() {
+        let slot = |k: &LockKeys| redis::cluster_routing::Slot::for_key(k.lock());
+        return keys.iter().all(|k| slot(k) == slot(&keys[0]));
+    }
+    true
+}
+
+/// Takes every name of `request` in one call when all are free with nobody queued:
+/// `Ok(None)` when it does not apply or one is busy (nothing is then held).
+///
+/// Cancel safety: until the answer is read, dropping this leaves each name as the
+/// one-by-one path's clean-up guard does (a grant nobody saw is released).
+async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGuard>>, LockError> {
+    let Some(r) = request else {
+        return Ok(None);
+    };
+    let owner = owner_id(&r.inner.id, next_owner_number(), LockMode::Exclusive);
+    let started = Instant::now();
+    let pending: Vec<Pending<'_>> = r
+        .keys
+        .iter()
+        .map(|keys| Pending::new(&r.inner, keys, &owner, r.lease, &r.meta))
+        .collect();
+    let call = scripts::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
+    let answer = r.inner.eval_each(&r.names[0], r.lease, call).await.pop();
+    let token = match answer {
+        Some(Ok(MultiAcquireReply::Acquired { token })) => token,
+        Some(Ok(MultiAcquireReply::Busy { .. })) => {
+            pending.into_iter().for_each(Pending::disarm);
+            return Ok(None);
+        }
+        // Armed: dropping `pending` undoes whatever the unseen answer granted.
+        Some(Err(error)) => return Err(error),
+        None => return Ok(None),
+    };
+    pending.into_iter().for_each(Pending::disarm);
+    let guards = r.names.into_iter().zip(r.keys).map(|(name, keys)| {
+        let acquired = Acquired {
+            name,
+            keys,
+            owner: owner.clone(),
+            token,
+            lease: r.lease,
+            watchdog: r.watchdog,
+            sent_at: started,
+            family: r.family.clone(),
+        };
+        metrics::acquisition(&r.family, Ok(()), started.elapsed(), false);
+        LockGuard::new(Held::new(Arc::clone(&r.inner), acquired, r.scope.clone()))
+    });
+    Ok(Some(guards.collect()))
+}
+
+/// Releases `guards` last first: the releases start in that order and are in flight
+/// together (on one connection Redis runs them in that order), so the caller waits one
+/// round trip. Errors are logged (each such lock expires with its lease).
 async fn release_reversed(guards: Vec<LockGuard>) -> Option<LockError> {
+    let releases = guards.into_iter().rev().map(LockGuard::release);
     let mut first_error = None;
-    for guard in guards.into_iter().rev() {
-        if let Err(error) = guard.release().await {
+    for result in futures_util::future::join_all(releases).await {
+        if let Err(error) = result {
             tracing::warn!(%error, "releasing a multi-lock's name failed");
             first_error.get_or_insert(error);
         }
@@ -249,7 +369,8 @@ async fn release_reversed(guards: Vec<LockGuard>) -> Option<LockError> {
 }
 
 /// Proof that every name of a [`MultiLockRequest`] is held: one [`LockGuard`] per distinct
-/// name, in the order they were taken. Dropping it releases them all in the background;
+/// name, in the order they were taken. When every name was free, they were all taken in
+/// one script call (on one server, or names of one Cluster slot). Dropping it releases them all in the background;
 /// [`release`](Self::release) releases them in reverse order and reports the outcome.
 #[must_use = "dropping the guard releases the locks at once"]
 pub struct MultiLockGuard {

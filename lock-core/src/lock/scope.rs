@@ -57,6 +57,16 @@ impl Scope {
         Some(Arc::clone(held))
     }
 
+    /// True when this scope holds any of `keys` (lock keys) of `client`.
+    pub(crate) fn holds_any<'a>(
+        &self,
+        client: &Arc<str>,
+        mut keys: impl Iterator<Item = &'a [u8]>,
+    ) -> bool {
+        let map = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        keys.any(|key| map.contains_key(&(Arc::clone(client), key.to_vec())))
+    }
+
     pub(crate) fn insert(&self, held: &Arc<Held>) {
         let mut map = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         map.entry(held.scope_key())

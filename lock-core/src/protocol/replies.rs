@@ -47,6 +47,28 @@ impl FromRedisValue for AcquireReply {
     }
 }
 
+/// The answer to MULTI_ACQUIRE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MultiAcquireReply {
+    /// Every lock was taken, with this fencing token.
+    Acquired { token: u64 },
+    /// Lock `index` (from 0) was held or had waiters: nothing was taken.
+    Busy { index: usize },
+}
+
+impl FromRedisValue for MultiAcquireReply {
+    /// `{1, token}` or `{0, i}` (i from 1).
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        let (status, value): (i64, u64) = FromRedisValue::from_redis_value(v)?;
+        Ok(match status {
+            1 => Self::Acquired { token: value },
+            _ => Self::Busy {
+                index: usize::try_from(value.saturating_sub(1)).unwrap_or(usize::MAX),
+            },
+        })
+    }
+}
+
 /// The answer to RELEASE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ReleaseReply {

@@ -31,7 +31,7 @@ use crate::protocol::messages::{GRANT_PREFIX, RELEASE_MESSAGE};
 use crate::protocol::mode::LockMode;
 use crate::protocol::name::LockKeys;
 use crate::protocol::replies::{
-    AcquireReply, ForceReleaseReply, InspectReply, ReleaseReply, RenewReply,
+    AcquireReply, ForceReleaseReply, InspectReply, MultiAcquireReply, ReleaseReply, RenewReply,
 };
 
 /// The Lua names of a lock's keys, in the one order every script of one lock takes them
@@ -146,6 +146,11 @@ static TOUCH: LazyLock<LockScript> =
 static FENCE_FLOOR: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("scripts/fence_floor.lua")));
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
+// Many locks, like RENEW: only the holder field's name from the header.
+static MULTI_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    let body = include_str!("scripts/multi_acquire.lua");
+    Script::new(&format!("local HOLDER_FIELD = '{HOLDER_FIELD}'\n{body}"))
+});
 
 /// One script call whose answer reads as `R`: the EVALSHA command, built once with its
 /// exact size (two allocations), and sent as it is to every node and on every retry.
@@ -320,6 +325,29 @@ where
         call.arg(&Arg::Int(millis(lease)));
         call.arg(&Arg::Str(keys.mode().code()));
     }
+    call
+}
+
+/// A MULTI_ACQUIRE call: every lock of `locks` (one slot, not Redlock) for `owner`, or none.
+pub(crate) fn multi_acquire(
+    locks: &[LockKeys],
+    owner: &str,
+    lease: Duration,
+    meta: &str,
+) -> Call<MultiAcquireReply> {
+    let keys = locks.iter().flat_map(LockKeys::in_key_order);
+    let (mut count, mut bytes) = (0, owner.len() + meta.len() + 20);
+    for (prefix, rest) in keys.clone() {
+        count += 1;
+        bytes += prefix.len() + rest.len();
+    }
+    let mut call = Call::new(&MULTI_ACQUIRE, count, 3, bytes);
+    for (prefix, rest) in keys {
+        call.key(&[prefix.as_bytes(), rest]);
+    }
+    call.arg(&Arg::Int(millis(lease)));
+    call.arg(&Arg::Str(owner));
+    call.arg(&Arg::Str(meta));
     call
 }
 

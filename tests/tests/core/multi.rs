@@ -177,3 +177,40 @@ async fn run_holds_all_and_lost_fires_for_any() {
     assert!(!both.is_held());
     assert!(matches!(both.lost_error(), LockError::Lost { name, .. } if name.as_bytes() == b"q"));
 }
+
+/// Names all free with nobody queued are taken in one script call, and given back in one
+/// round trip (the releases in flight together); every name still has its own hold.
+#[tokio::test]
+async fn uncontended_names_are_taken_in_one_call() {
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let mut conn = server.conn().await;
+    // Loads the scripts, so that the counted round makes no NOSCRIPT retry.
+    let warm = locks.lock_all(["m1", "m2", "m3"]).await.unwrap();
+    warm.release().await.unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let all = locks.lock_all(["m3", "m1", "m2"]).await.unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let evalsha = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map(|calls| calls.parse::<u64>().unwrap());
+    assert_eq!(evalsha, Some(1), "{stats}");
+    assert_eq!(all.guards().len(), 3);
+    for guard in all.guards() {
+        assert!(exists(&mut conn, &lock_key(&guard.name().to_string())).await);
+    }
+    all.release().await.unwrap();
+    for name in ["m1", "m2", "m3"] {
+        assert!(!exists(&mut conn, &lock_key(name)).await);
+    }
+}
