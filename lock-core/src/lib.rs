@@ -36,6 +36,27 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # The lock family
+//! The same engine (waits, leases, the watchdog, `lost()`, fencing tokens, holder records,
+//! metrics) takes four kinds of hold; each request is a [`LockRequest`] except the
+//! multi-lock's [`MultiLockRequest`]:
+//!
+//! | call | holds at once |
+//! |---|---|
+//! | [`LockClient::lock`] | one owner |
+//! | [`LockClient::read_lock`], [`LockClient::write_lock`] | many readers or one writer (Redisson's `RReadWriteLock`); once a writer waits, new readers queue behind it |
+//! | [`LockClient::semaphore`] | up to `permits` owners, each permit with its own lease |
+//! | [`LockClient::lock_all`] | several names, all or nothing, in one global order (no deadlock) |
+//!
+//! ```no_run
+//! # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
+//! let reading = client.read_lock("catalog_7").await?;
+//! let permit = client.semaphore("export_tenant_9", 3).await?;
+//! let both = client.lock_all(["acct_17", "acct_4"]).await?;
+//! assert!(both.fencing_token("acct_4").is_some());
+//! # Ok(()) }
+//! ```
+//!
 //! # Operating locks
 //! Every acquisition records who holds the lock ([`HolderInfo`]: service, host, pid,
 //! request id, since when) next to it, in the same script, so a busy lock's
