@@ -59,7 +59,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let mode = request.mode;
     check_request_lease(&name, lease)?;
     check_mode(&inner, &name, mode, request.permits)?;
-    let keys = inner.keys(&name, mode)?;
+    let keys = inner.keys(&name, mode)?.with_capacity(request.permits);
     let scope = Scope::current();
     if let Some(held) = scope
         .as_ref()
@@ -70,7 +70,6 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let family = request.family;
     let attempter = Attempter {
         owner: owner_id(&inner.id, next_owner_number(), mode),
-        permits: request.permits,
         inner: &inner,
         name: &name,
         keys: &keys,
@@ -181,8 +180,6 @@ struct Attempter<'a> {
     name: &'a LockName,
     keys: &'a LockKeys,
     owner: String,
-    /// A semaphore's capacity as this caller sees it.
-    permits: u32,
     lease: Duration,
     /// Holder metadata, sent with every attempt (and so part of the queue entry).
     meta: Cow<'a, str>,
@@ -338,7 +335,6 @@ impl Attempter<'_> {
             waiter_ttl,
             &self.meta,
             publish,
-            self.permits,
         );
         // A granting quorum settles it; any other outcome waits for every node, so that a
         // minority grant is known and undone below (one left unseen on a slow node would

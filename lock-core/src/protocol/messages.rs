@@ -6,6 +6,10 @@
 /// What a release publishes when nobody was handed the lock (Redisson's unlock message).
 pub(crate) const RELEASE_MESSAGE: &str = "0";
 
+/// What the release of a write lock publishes when nobody was handed it (Redisson's
+/// `READ_UNLOCK_MESSAGE`, on which all of its waiters retry).
+pub(crate) const WRITE_RELEASE_MESSAGE: &str = "1";
+
 /// The prefix of a grant message; the rest is `<owner>:<token>`. Redisson ignores it.
 pub(crate) const GRANT_PREFIX: &str = "distlock:grant:";
 

@@ -107,6 +107,8 @@ impl fmt::Debug for LockName {
 const QUEUE_PREFIX: &str = "distlock__queue:";
 const DEADLINES_PREFIX: &str = "distlock__waiters:";
 const FENCE_PREFIX: &str = "distlock__fence:";
+/// A semaphore's holder records: a hash beside its ZSET of holders.
+pub(crate) const HOLDERS_PREFIX: &str = "distlock__holders:";
 
 /// The Redis keys of one lock. All of them hash to the slot of the lock key. The holder
 /// record is a field of the lock hash (see [`crate::protocol`]), and the channel is not a key.
@@ -121,6 +123,8 @@ pub(crate) struct LockKeys {
     channel: Vec<u8>,
     /// What the lock is: picks its scripts and its channel's prefix.
     mode: LockMode,
+    /// A semaphore's capacity as its caller sees it (1 otherwise).
+    capacity: u32,
     /// Redlock only: the scripts also take the fence floor, so that a later majority's
     /// tokens are greater. One server, a Cluster or Sentinel: three keys.
     fenced: bool,
@@ -142,8 +146,20 @@ impl LockKeys {
         Self {
             channel,
             mode,
+            capacity: 1,
             fenced,
         }
+    }
+
+    /// The same keys, for a caller that sees a semaphore's capacity as `capacity`.
+    pub(crate) fn with_capacity(mut self, capacity: u32) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// A semaphore's capacity as its caller sees it (1 for the other modes).
+    pub(crate) fn capacity(&self) -> u32 {
+        self.capacity
     }
 
     /// The keys of the lock of `mode` whose Redis key is `lock` (as found by a scan).
@@ -152,6 +168,7 @@ impl LockKeys {
         Self {
             channel,
             mode,
+            capacity: 1,
             fenced,
         }
     }
@@ -173,13 +190,15 @@ impl LockKeys {
     }
 
     /// The keys the scripts of one lock take, in their one order: the lock, the fair queue of
-    /// waiters (by arrival), the waiters' liveness deadlines, and under Redlock the fence
-    /// floor. Each comes as two parts that spell it when joined: `("", lock key)`, or a
+    /// waiters (by arrival), the waiters' liveness deadlines, then a semaphore's holder
+    /// records, or under Redlock the fence floor. Each comes as two parts that spell it when joined: `("", lock key)`, or a
     /// companion's prefix and `{<lock key>}`.
     pub(crate) fn in_key_order(&self) -> impl Iterator<Item = (&'static str, &[u8])> + Clone {
         let tag = &self.channel[self.mode.channel_prefix().len()..];
+        let holders = (self.mode == LockMode::Permit).then_some(HOLDERS_PREFIX);
         let companions = [QUEUE_PREFIX, DEADLINES_PREFIX]
             .into_iter()
+            .chain(holders)
             .chain(self.fenced.then_some(FENCE_PREFIX));
         std::iter::once(("", self.lock())).chain(companions.map(move |prefix| (prefix, tag)))
     }

@@ -10,6 +10,7 @@ mod connect;
 mod exclusion;
 mod expiry;
 mod fairness;
+mod family_smoke;
 mod fencing;
 mod interop;
 mod limits;

@@ -18,16 +18,35 @@ local function renew_field(key, owner, lease_ms)
   return ttl
 end
 
--- A reader of a read-write lock.
+-- A reader of a read-write lock: its field, and its timeout key (Redisson's
+-- `{<key>}:<owner>:rwlock_timeout:<n>`; distlock holds once per owner, n = 1). The hash
+-- lives as long as its longest hold.
 local function renew_reader(key, owner, lease_ms)
-  return 0
+  if redis.call('hexists', key, owner) == 0 then return 0 end
+  local timeout = '{' .. key .. '}:' .. owner .. ':rwlock_timeout:1'
+  if redis.call('pexpire', timeout, lease_ms) == 0 then return 0 end
+  if redis.call('pttl', key) < lease_ms then
+    redis.call('pexpire', key, lease_ms)
+  end
+  return lease_ms
 end
 
--- (kept apart from the reader's function above.)
-
--- A permit of a semaphore.
+-- A permit of a semaphore: its expiry in the ZSET moves to now + lease (never back); the
+-- ZSET and the records hash (HOLDERS_PREFIX, generated) live until the latest permit.
 local function renew_permit(key, owner, lease_ms)
-  return 0
+  local expiry = tonumber(redis.call('zscore', key, owner) or '0')
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if expiry <= now then return 0 end
+  if expiry < now + lease_ms then
+    expiry = now + lease_ms
+    redis.call('zadd', key, expiry, owner)
+  end
+  if redis.call('pttl', key) < expiry - now then
+    redis.call('pexpire', key, expiry - now)
+    redis.call('pexpire', HOLDERS_PREFIX .. '{' .. key .. '}', expiry - now)
+  end
+  return expiry - now
 end
 
 local renewers = {x = renew_field, w = renew_field, r = renew_reader, s = renew_permit}

@@ -1,2 +1,72 @@
--- rw_acquire: not written yet.
-return redis.error_reply('ERR rw_acquire is not written yet')
+-- RW_ACQUIRE: takes a side of a read-write lock for an owner, or queues the owner.
+-- KEYS: key, queue, deadlines (fence: never; read-write locks are refused under Redlock).
+-- ARGV: lease_ms, owner (a writer's ends in ':write'), meta (holder metadata, '' for none),
+--       waiter_ttl_ms (0: do not queue), publish ('publish' or 'spublish'), side ('read' or
+--       'write').
+-- A reader is granted while nobody writes and no live waiter is queued before it; a writer
+-- while nobody holds the lock. Returns {1, token} when this owner holds its side (fresh,
+-- handed to it, or already its own: a retry after a lost reply is safe), else {0, pttl,
+-- the holds' highest token, a holder's owner, service, host, pid, acquired-at (ms) and
+-- request id when recorded} after queueing the caller. A hash that is not a read-write
+-- lock (no `mode`: a lock of `client.lock`) is busy and left alone.
+local lease_ms = ARGV[1]
+local owner = ARGV[2]
+local meta = ARGV[3]
+local waiter_ttl_ms = ARGV[4]
+local publish = ARGV[5]
+local side = ARGV[6]
+-- The uncontended path first, inline: a free lock with nobody queued costs five calls.
+if redis.call('exists', key, queue) == 0 then
+  local t = redis.call('time')
+  local token = t[1] .. string.format('%06d', t[2])
+  local record = token .. '\31' .. owner
+  if meta ~= '' then record = record .. '\31' .. meta end
+  redis.call('hset', key, 'mode', side, owner, 1, HOLDER_FIELD .. ':' .. owner, record)
+  if side == 'read' then
+    redis.call('set', '{' .. key .. '}:' .. owner .. ':rwlock_timeout:1', 1, 'px', lease_ms)
+  end
+  redis.call('pexpire', key, lease_ms)
+  return {1, tonumber(token)}
+end
+-- @prelude
+if redis.call('exists', key) == 1 and not redis.call('hget', key, 'mode') then
+  return {0, redis.call('pttl', key), 0}
+end
+local t = redis.call('time')
+local now = ms_of(t)
+local readers, writers, top = holds()
+if readers[owner] or writers[owner] then
+  -- Already ours (a retry after a lost reply).
+  if side == 'read' then
+    redis.call('set', timeout_key(owner, 1), 1, 'px', lease_ms)
+  end
+  if redis.call('pttl', key) < tonumber(lease_ms) then
+    redis.call('pexpire', key, lease_ms)
+  end
+  return {1, token_of(redis.call('hget', key, record_field(owner)))}
+end
+local held = prune_readers(readers, writers)
+if not held then
+  -- Every holder died: the lock is free (their records go with the hash).
+  redis.call('del', key)
+end
+local free = not held
+local reading = held and next(writers) == nil
+local me = member(lease_ms, owner, meta)
+local token, granted
+token, granted, free, reading = grant_waiting(t, top, me, publish, free, reading)
+if not token and redis.call('exists', queue) == 0
+    and (free or (reading and side == 'read')) then
+  token = grant_side(owner, meta, lease_ms, t, top)
+end
+if token then
+  return {1, token}
+end
+local ttl = tonumber(waiter_ttl_ms)
+if ttl > 0 then
+  redis.call('zadd', queue, 'NX', now, me)
+  redis.call('zadd', deadlines, now + ttl, me)
+  redis.call('pexpire', queue, ttl)
+  redis.call('pexpire', deadlines, ttl)
+end
+return busy()

@@ -1,2 +1,59 @@
--- sem_acquire: not written yet.
-return redis.error_reply('ERR sem_acquire is not written yet')
+-- SEM_ACQUIRE: gives an owner one permit of a semaphore, or queues it as a waiter.
+-- KEYS: key (holders by expiry), queue, deadlines, holders (records).
+-- ARGV: lease_ms, owner, meta (holder metadata, '' for none), waiter_ttl_ms (0: do not
+--       queue), publish ('publish' or 'spublish'), capacity (the caller's permits).
+-- A permit is granted while fewer than the caller's capacity are held and no live waiter is
+-- queued before it. Returns {1, token} when this owner holds a permit (fresh, handed to it,
+-- or already its own: a retry after a lost reply is safe), else {0, ms until the first
+-- permit expires, that holder's token, its owner, service, host, pid, acquired-at (ms) and
+-- request id when recorded} after queueing the caller.
+local lease_ms = ARGV[1]
+local owner = ARGV[2]
+local meta = ARGV[3]
+local waiter_ttl_ms = ARGV[4]
+local publish = ARGV[5]
+local capacity = ARGV[6]
+-- The uncontended path first, inline: no permit held and nobody queued costs six calls.
+if redis.call('exists', key, queue) == 0 then
+  local t = redis.call('time')
+  local token = t[1] .. string.format('%06d', t[2])
+  local record = token .. '\31' .. owner
+  if meta ~= '' then record = record .. '\31' .. meta end
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('zadd', key, now + tonumber(lease_ms), owner)
+  redis.call('hset', holders, owner, record)
+  redis.call('pexpire', key, lease_ms)
+  redis.call('pexpire', holders, lease_ms)
+  return {1, tonumber(token)}
+end
+-- @prelude
+local t = redis.call('time')
+local now = ms_of(t)
+prune(now)
+local mine = redis.call('zscore', key, owner)
+if mine then
+  -- Already ours (a retry after a lost reply).
+  if tonumber(mine) < now + tonumber(lease_ms) then
+    redis.call('zadd', key, now + tonumber(lease_ms), owner)
+  end
+  expire_at_latest(now)
+  return {1, token_of(redis.call('hget', holders, owner))}
+end
+local me = sem_member(lease_ms, capacity, owner, meta)
+local token = grant_waiting(t, me, publish)
+if not token and redis.call('exists', queue) == 0
+    and redis.call('zcard', key) < tonumber(capacity) then
+  token = give(owner, meta, lease_ms, t)
+end
+expire_at_latest(now)
+if token then
+  return {1, token}
+end
+local ttl = tonumber(waiter_ttl_ms)
+if ttl > 0 then
+  redis.call('zadd', queue, 'NX', now, me)
+  redis.call('zadd', deadlines, now + ttl, me)
+  redis.call('pexpire', queue, ttl)
+  redis.call('pexpire', deadlines, ttl)
+end
+return busy(now)

@@ -1,2 +1,37 @@
--- sem_release: not written yet.
-return redis.error_reply('ERR sem_release is not written yet')
+-- SEM_RELEASE: gives an owner's permit back, or takes its entry out of the queue.
+-- KEYS: key (holders by expiry), queue, deadlines, holders (records).
+-- ARGV: owner, lease_ms, publish ('publish' or 'spublish'), capacity (the caller's
+--       permits), and meta (the holder metadata its acquisition sent) only when the owner
+--       may still be queued. lease_ms, capacity and meta make its queue member.
+-- Returns 0 when the owner held no permit (it only leaves the queue), 1 when the permit was
+-- given back and RELEASE_MESSAGE published, 3 when it was handed to waiters.
+local owner = ARGV[1]
+local lease_ms = ARGV[2]
+local publish = ARGV[3]
+local capacity = ARGV[4]
+local meta = ARGV[5]
+-- The uncontended path first: nobody is queued, so nobody listens either.
+if redis.call('exists', queue) == 0 and redis.call('zrem', key, owner) == 1 then
+  redis.call('hdel', holders, owner)
+  return 1
+end
+-- @prelude
+if redis.call('zrem', key, owner) == 0 then
+  if meta then
+    local me = sem_member(lease_ms, capacity, owner, meta)
+    redis.call('zrem', queue, me)
+    redis.call('zrem', deadlines, me)
+  end
+  return 0
+end
+redis.call('hdel', holders, owner)
+local t = redis.call('time')
+local now = ms_of(t)
+prune(now)
+local _, granted = grant_waiting(t, '', publish)
+expire_at_latest(now)
+if granted > 0 then
+  return 3
+end
+redis.call(publish, channel(), RELEASE_MESSAGE)
+return 1

@@ -1,0 +1,110 @@
+-- Read-write locks (after the prelude above): Redisson's RReadWriteLock layout. The hash
+-- `key` holds `mode` ('read' or 'write'), a field per reader `<owner>` = hold count and the
+-- writer's `<owner>:write` = hold count, and distlock's own record of each of its holders
+-- in `HOLDER_FIELD:<owner>` (token first, then byte 31: never a bare number, since
+-- Redisson's scripts loop over every numeric field as a hold count). Each reader hold n
+-- has a key `{<key>}:<owner>:rwlock_timeout:<n>` living for its lease, so a dead reader is
+-- known by its timeout keys being gone. Queue members are the lock's; a writer's owner
+-- ends in ':write', as Redisson's do. Channel: CHANNEL_PREFIX is `redisson_rwlock:`.
+
+local function is_writer(owner)
+  return string.sub(owner, -6) == ':write'
+end
+local function record_field(owner)
+  return HOLDER_FIELD .. ':' .. owner
+end
+local function timeout_key(owner, n)
+  return '{' .. key .. '}:' .. owner .. ':rwlock_timeout:' .. n
+end
+-- The holds in the hash: readers and writers as {owner = hold count} (Redisson's and
+-- distlock's), the highest token of distlock's records, and one record (a writer's first).
+local function holds()
+  local fields = redis.call('hgetall', key)
+  local readers, writers, top, record = {}, {}, 0, nil
+  local prefix = HOLDER_FIELD .. ':'
+  for i = 1, #fields, 2 do
+    local f, v = fields[i], fields[i + 1]
+    if string.sub(f, 1, #prefix) == prefix then
+      top = math.max(top, token_of(v))
+      if not record or is_writer(string.sub(f, #prefix + 1)) then record = v end
+    elseif f ~= 'mode' and tonumber(v) then
+      if is_writer(f) then writers[f] = tonumber(v) else readers[f] = tonumber(v) end
+    end
+  end
+  return readers, writers, top, record
+end
+-- Drops the readers whose timeout keys are all gone (they died); true while any reader or
+-- writer remains.
+local function prune_readers(readers, writers)
+  local left = next(writers) ~= nil
+  for owner, count in pairs(readers) do
+    local alive = false
+    for n = math.min(count, 64), 1, -1 do
+      if redis.call('exists', timeout_key(owner, n)) == 1 then
+        alive = true
+        break
+      end
+    end
+    if alive then
+      left = true
+    else
+      redis.call('hdel', key, owner, record_field(owner))
+      readers[owner] = nil
+    end
+  end
+  return left
+end
+-- Gives `owner` its side (write for a ':write' owner, else read) at Redis time `t`, with a
+-- token above `floor`; returns the token. The hash lives as long as its longest hold.
+local function grant_side(owner, meta, lease_ms, t, floor)
+  local token = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), floor + 1)
+  local record = string.format('%d', token) .. '\31' .. owner
+  if meta ~= '' then record = record .. '\31' .. meta end
+  local side = is_writer(owner) and 'write' or 'read'
+  redis.call('hset', key, 'mode', side, owner, 1, record_field(owner), record)
+  if side == 'read' then
+    redis.call('set', timeout_key(owner, 1), 1, 'px', lease_ms)
+  end
+  if redis.call('pttl', key) < tonumber(lease_ms) then
+    redis.call('pexpire', key, lease_ms)
+  end
+  return token
+end
+-- Grants the lock to the waiters at the head of the queue, in arrival order, while they
+-- fit: a writer when nobody holds it, readers while nobody writes (a writer at the head
+-- stops the readers behind it: writers are not starved). Drops dead waiters. `free`: no
+-- holds; `reading`: only readers hold. Publishes each grant unless the grantee is the
+-- member `skip`. Returns the token granted to `skip` (or nil), how many were granted, and
+-- the new `free` and `reading`.
+local function grant_waiting(t, floor, skip, publish, free, reading)
+  local now = ms_of(t)
+  local token_of_skip, granted = nil, 0
+  for _ = 1, 64 do
+    local head = redis.call('zrange', queue, 0, 0)[1]
+    if not head then break end
+    local alive = tonumber(redis.call('zscore', deadlines, head) or '0') > now
+    local lease_ms, owner, meta = string.match(head, '^(%d+)|([^|]*)|?(.*)$')
+    local writer = owner and is_writer(owner)
+    if alive and owner and not (free or (reading and not writer)) then break end
+    redis.call('zrem', queue, head)
+    redis.call('zrem', deadlines, head)
+    if alive and owner then
+      local token = grant_side(owner, meta, lease_ms, t, floor)
+      granted = granted + 1
+      if head == skip then
+        token_of_skip = token
+      else
+        redis.call(publish, channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
+      end
+      free, reading = false, not writer
+    end
+  end
+  return token_of_skip, granted, free, reading
+end
+-- The busy answer: the lock's TTL, the highest token of its holds and a holder's record.
+local function busy()
+  local _, _, top, record = holds()
+  local answer = {0, redis.call('pttl', key), top}
+  for _, v in ipairs(holder_fields(record)) do answer[#answer + 1] = v end
+  return answer
+end
