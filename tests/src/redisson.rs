@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use distlock_examples::redisson_scripts::{LOCK, RENEW, UNLOCK};
+use distlock_examples::redisson_scripts::{
+    LOCK, READ_LOCK, READ_UNLOCK, RENEW, UNLOCK, WRITE_LOCK, WRITE_UNLOCK,
+};
 use futures_util::StreamExt;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClientBuilder;
@@ -191,6 +193,131 @@ impl RedissonLock {
             .await
             .expect("renew script");
         renewed == 1
+    }
+}
+
+/// One Redisson "thread" on one `RReadWriteLock` (one server): its read and write sides,
+/// with Redisson's scripts, owner names, timeout keys, channel and messages.
+#[derive(Debug)]
+pub struct RedissonRwLock {
+    conn: MultiplexedConnection,
+    client: redis::Client,
+    name: String,
+    owner: String,
+}
+
+impl RedissonRwLock {
+    /// The read-write lock `name` (the raw Redis key, as `getReadWriteLock(name)`) for thread
+    /// `thread` of a new Redisson instance.
+    pub async fn new(url: &str, name: &str, thread: u64) -> Self {
+        let client = redis::Client::open(url).expect("url");
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        Self {
+            conn,
+            client,
+            name: name.to_owned(),
+            owner: format!("{}:{thread}", uuid_like()),
+        }
+    }
+
+    /// Redisson's channel of a read-write lock.
+    pub fn channel(&self) -> String {
+        format!("redisson_rwlock:{{{}}}", self.name)
+    }
+
+    fn write_name(&self) -> String {
+        format!("{}:write", self.owner)
+    }
+
+    /// One read `tryLock`: `None` when acquired, else the lock's PTTL.
+    pub async fn try_read(&mut self, lease: Duration) -> Option<i64> {
+        Script::new(READ_LOCK)
+            .key(&self.name)
+            .key(format!("{{{}}}:{}:rwlock_timeout", self.name, self.owner))
+            .arg(lease.as_millis() as u64)
+            .arg(&self.owner)
+            .arg(self.write_name())
+            .invoke_async(&mut self.conn)
+            .await
+            .expect("read lock script")
+    }
+
+    /// One write `tryLock`: `None` when acquired, else the lock's PTTL.
+    pub async fn try_write(&mut self, lease: Duration) -> Option<i64> {
+        Script::new(WRITE_LOCK)
+            .key(&self.name)
+            .arg(lease.as_millis() as u64)
+            .arg(self.write_name())
+            .invoke_async(&mut self.conn)
+            .await
+            .expect("write lock script")
+    }
+
+    /// `writeLock().lock()` as Redisson waits: subscribed to the channel, retrying on each
+    /// message or when the TTL runs out; bounded by `bound`.
+    pub async fn write(&mut self, lease: Duration, bound: Duration) {
+        if self.try_write(lease).await.is_none() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + bound;
+        let mut pubsub = self.client.get_async_pubsub().await.expect("pubsub");
+        pubsub.subscribe(self.channel()).await.expect("subscribe");
+        let mut messages = pubsub.into_on_message();
+        loop {
+            let Some(ttl) = self.try_write(lease).await else {
+                return;
+            };
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "redisson write lock() timed out"
+            );
+            let ttl = Duration::from_millis(ttl.max(1).unsigned_abs());
+            let _ = tokio::time::timeout(ttl, messages.next()).await;
+        }
+    }
+
+    /// The read side's `unlock()`: 1 when it deleted the lock, 0 when holds remain.
+    pub async fn unlock_read(&mut self) -> Option<i64> {
+        Script::new(READ_UNLOCK)
+            .key(&self.name)
+            .key(self.channel())
+            .key(format!("{{{}}}:{}:rwlock_timeout", self.name, self.owner))
+            .key(format!("{{{}}}", self.name))
+            .key(format!(
+                "redisson_unlock_latch:{{{}}}:{}",
+                self.name,
+                uuid_like()
+            ))
+            .arg(0)
+            .arg(&self.owner)
+            .arg("PUBLISH")
+            .arg(13_500)
+            .invoke_async(&mut self.conn)
+            .await
+            .expect("read unlock script")
+    }
+
+    /// The write side's `unlock()`.
+    pub async fn unlock_write(&mut self, lease: Duration) -> Option<i64> {
+        Script::new(WRITE_UNLOCK)
+            .key(&self.name)
+            .key(self.channel())
+            .key(format!(
+                "redisson_unlock_latch:{{{}}}:{}",
+                self.name,
+                uuid_like()
+            ))
+            .arg(1)
+            .arg(lease.as_millis() as u64)
+            .arg(self.write_name())
+            .arg("PUBLISH")
+            .arg(13_500)
+            .invoke_async(&mut self.conn)
+            .await
+            .expect("write unlock script")
     }
 }
 

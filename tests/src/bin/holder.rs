@@ -16,10 +16,17 @@
 //!     `checked`: writes only if is_held() just before), then prints
 //!     `EXIT holder=<pid>/<task> token=… enter=<ns> exit=<ns> held=0|1 fenced=…`, then
 //!     releases. Prints `DONE` at the end.
-//! holder many <lock url> - <name prefix> <lease ms> <count>
-//!     Takes <count> locks `<name prefix><i>` (watchdog-renewed, lease <lease ms>), prints
-//!     `HELD count=<count>`, and holds them until stdin closes (or it is killed).
+//! holder many <lock url> - <name prefix> <lease ms> <count> [read|write|sem:N]
+//!     Takes <count> locks `<name prefix><i>` (watchdog-renewed, lease <lease ms>; with a
+//!     mode, read locks, write locks or permits of N), prints `HELD count=<count>`, and
+//!     holds them until stdin closes (or it is killed).
+//! holder family <lock url> <detector url> <name> <lease ms> <rw|sem:N> <tasks> <count>
+//!     Read-write locks (1 in 5 writes) or permits of N in a loop, checked by a detector on
+//!     the second Redis (see holder/family.rs); prints `DONE entries=… violations=… …`.
 //! ```
+
+#[path = "holder/family.rs"]
+mod family;
 
 use std::time::Duration;
 
@@ -37,7 +44,8 @@ fn usage() -> ! {
     eprintln!(
         "usage: holder hold <lock url> <store url> <name> <lease ms>\n       \
          holder soak <lock url> <store url> <name> <lease ms> <tasks> <secs> <seed>\n       \
-         holder many <lock url> - <name prefix> <lease ms> <count>"
+         holder many <lock url> - <name prefix> <lease ms> <count> [read|write|sem:N]\n       \
+         holder family <lock url> <detector url> <name> <lease ms> <rw|sem:N> <tasks> <count>"
     );
     std::process::exit(2)
 }
@@ -57,7 +65,8 @@ async fn main() {
     let work = async {
         match args[0].as_str() {
             "hold" => hold(lock_url, store_url, name, lease).await,
-            "many" => many(lock_url, name, lease, number(args.get(5))).await,
+            "many" => many(lock_url, name, lease, number(args.get(5)), args.get(6)).await,
+            "family" => family::run(&args, lease).await,
             "soak" => {
                 let tasks = number(args.get(5));
                 let secs = Duration::from_secs(number(args.get(6)));
@@ -117,15 +126,21 @@ fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
     rx
 }
 
-async fn many(lock_url: &str, prefix: &str, lease: Duration, count: u64) {
+async fn many(lock_url: &str, prefix: &str, lease: Duration, count: u64, mode: Option<&String>) {
     let locks = client(lock_url, lease);
     let mut guards = Vec::new();
     for i in 0..count {
-        match locks
-            .lock(format!("{prefix}{i}"))
-            .wait(Duration::from_secs(20))
-            .await
-        {
+        let name = format!("{prefix}{i}");
+        let request = match mode.map(String::as_str) {
+            Some("read") => locks.read_lock(name),
+            Some("write") => locks.write_lock(name),
+            Some(sem) => match sem.strip_prefix("sem:").and_then(|n| n.parse().ok()) {
+                Some(permits) => locks.semaphore(name, permits),
+                None => usage(),
+            },
+            None => locks.lock(name),
+        };
+        match request.wait(Duration::from_secs(20)).await {
             Ok(guard) => guards.push(guard),
             Err(e) => {
                 println!("ERROR acquire: {e}");
