@@ -21,5 +21,6 @@ mod reentrancy;
 mod replicas;
 mod rw;
 mod scripts;
+mod semaphore;
 mod wakeup;
 mod watchdog;

@@ -383,3 +383,76 @@ async fn multi_lock_across_slots() {
     }
     held.release().await.unwrap();
 }
+
+/// Read-write locks and semaphores on a Cluster: every key they write (the reader timeout
+/// keys and the permits' records included) lives in the lock's slot, waiters are woken by
+/// sharded pub/sub, and nothing is left afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn read_write_locks_and_semaphores_across_slots() {
+    let cluster = RedisCluster::start(3, 0);
+    let (locks, other) = (cluster_client(&cluster), cluster_client(&cluster));
+    let mut conns = Vec::new();
+    for node in cluster.nodes() {
+        conns.push(node.conn().await);
+    }
+    for i in 0..3 {
+        let name = format!("shelf_{i}");
+        let readers = [
+            locks.read_lock(&name).await.unwrap(),
+            other.read_lock(&name).await.unwrap(),
+        ];
+        let permits = [
+            locks.semaphore(format!("quota_{i}"), 2).await.unwrap(),
+            other.semaphore(format!("quota_{i}"), 2).await.unwrap(),
+        ];
+        for lock in [
+            distlock_tests::locks::lock_key(&name),
+            distlock_tests::locks::lock_key(&format!("quota_{i}")),
+        ] {
+            let slot = keyslot(&mut conns[0], &lock).await;
+            let mut found = 0;
+            for conn in &mut conns {
+                let keys: Vec<String> =
+                    redis::cmd("KEYS").arg("*").query_async(conn).await.unwrap();
+                for key in keys.iter().filter(|k| k.contains(lock.as_str())) {
+                    assert_eq!(keyslot(conn, key).await, slot, "{key}");
+                    found += 1;
+                }
+            }
+            assert!(found >= 2, "{lock}: {found} keys");
+        }
+        let writer = tokio::spawn({
+            let other = other.clone();
+            let name = name.clone();
+            async move { other.write_lock(name).wait(Duration::from_secs(60)).await }
+        });
+        let third = tokio::spawn({
+            let other = other.clone();
+            async move {
+                other
+                    .semaphore(format!("quota_{i}"), 2)
+                    .wait(Duration::from_secs(60))
+                    .await
+            }
+        });
+        wait_until("both waiters queued", GENEROUS, || async {
+            other.waited_channels() == 2
+        })
+        .await;
+        let released = Instant::now();
+        for reader in readers {
+            reader.release().await.unwrap();
+        }
+        let [first, second] = permits;
+        first.release().await.unwrap();
+        writer.await.unwrap().unwrap().release().await.unwrap();
+        third.await.unwrap().unwrap().release().await.unwrap();
+        second.release().await.unwrap();
+        // Woken by the shard's messages, not by the 30 s lease.
+        assert!(released.elapsed() < Duration::from_secs(20));
+    }
+    for conn in &mut conns {
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(conn).await.unwrap();
+        assert!(keys.is_empty(), "{keys:?}");
+    }
+}

@@ -43,7 +43,7 @@ local me = sem_member(lease_ms, capacity, owner, meta)
 local token = grant_waiting(t, me, publish)
 if not token and redis.call('exists', queue) == 0
     and redis.call('zcard', key) < tonumber(capacity) then
-  token = give(owner, meta, lease_ms, t)
+  token = give(owner, meta, lease_ms, t, 0)
 end
 expire_at_latest(now)
 if token then

@@ -23,22 +23,23 @@ local function expire_at_latest(now)
     redis.call('pexpire', holders, ttl)
   end
 end
--- Gives `owner` a permit until Redis time `t` + `lease_ms`; returns its token.
-local function give(owner, meta, lease_ms, t)
-  local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- Gives `owner` a permit until Redis time `t` + `lease_ms`, with a token above `floor`;
+-- returns the token.
+local function give(owner, meta, lease_ms, t, floor)
+  local token = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), floor + 1)
   local record = string.format('%d', token) .. '\31' .. owner
   if meta ~= '' then record = record .. '\31' .. meta end
   redis.call('zadd', key, ms_of(t) + tonumber(lease_ms), owner)
   redis.call('hset', holders, owner, record)
   return token
 end
--- Grants permits to the waiters at the head of the queue, in arrival order, while the
--- head's own capacity allows; drops dead waiters. Publishes each grant unless the grantee
+-- Grants permits to the waiters at the head of the queue, in arrival order (with rising
+-- tokens), while the head's own capacity allows; drops dead waiters. Publishes each grant unless the grantee
 -- is the member `skip`. Returns the token granted to `skip` (or nil), and how many were
 -- granted.
 local function grant_waiting(t, skip, publish)
   local now = ms_of(t)
-  local token_of_skip, granted = nil, 0
+  local token_of_skip, granted, last = nil, 0, 0
   for _ = 1, 64 do
     local head = redis.call('zrange', queue, 0, 0)[1]
     if not head then break end
@@ -48,8 +49,8 @@ local function grant_waiting(t, skip, publish)
     redis.call('zrem', queue, head)
     redis.call('zrem', deadlines, head)
     if alive and capacity then
-      local token = give(owner, meta, lease_ms, t)
-      granted = granted + 1
+      local token = give(owner, meta, lease_ms, t, last)
+      granted, last = granted + 1, token
       if head == skip then
         token_of_skip = token
       else

@@ -1,0 +1,221 @@
+//! Semaphores with expiring permits: never more than N holders, a dead holder's permit comes
+//! back by its lease, waiters are served in order, and the capacity rule.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_tests::fault::holder::{fields, HolderProcess};
+use distlock_tests::locks::{builder, client, lock_key, wait_until, GENEROUS};
+use distlock_tests::RedisServer;
+use lock_core::{scope, LockError, LockMode};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+const HOLDER: &str = env!("CARGO_BIN_EXE_holder");
+
+async fn keys_left(server: &RedisServer) -> Vec<String> {
+    let mut conn = server.conn().await;
+    redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+/// 4 processes × 8 tasks × 80 permits of a semaphore of 3, checked by a detector on a second
+/// Redis: never more than 3 holders at once, and 3 at once is reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_more_than_n_holders_across_processes() {
+    let (server, detector) = (RedisServer::start(), RedisServer::start());
+    let mut holders = Vec::new();
+    for _ in 0..4 {
+        let args = [
+            "family",
+            &server.url(),
+            &detector.url(),
+            "exports",
+            "5000",
+            "sem:3",
+            "8",
+            "80",
+        ]
+        .map(String::from);
+        holders.push(HolderProcess::spawn(HOLDER, &args));
+    }
+    let (mut entries, mut violations, mut max_inside) = (0, 0, 0);
+    for mut holder in holders {
+        let done = holder.expect("DONE", Duration::from_secs(300)).await;
+        let f = fields(&done);
+        let n = |k: &str| f[k].parse::<u64>().unwrap();
+        entries += n("entries");
+        violations += n("violations");
+        max_inside = max_inside.max(n("max_inside"));
+    }
+    println!("semaphore detector: {entries} permits, {violations} violations, up to {max_inside} at once");
+    assert_eq!((entries, violations), (2_560, 0));
+    assert_eq!(max_inside, 3, "the 3 permits were never all in use");
+    assert_eq!(keys_left(&server).await, Vec::<String>::new());
+}
+
+/// A SIGKILLed holder's permit comes back by its 1 s lease: a waiter gets it within the lease
+/// plus a retry, and nothing is left afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_permit_comes_back_by_its_lease() {
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let args = ["many", &server.url(), "-", "quota_", "1000", "1", "sem:2"].map(String::from);
+    let mut holder = HolderProcess::spawn(HOLDER, &args);
+    holder.expect("HELD", GENEROUS).await;
+    let mine = locks.semaphore("quota_0", 2).await.unwrap();
+    assert!(locks
+        .semaphore("quota_0", 2)
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    holder.kill().await;
+    let killed = Instant::now();
+    let theirs = locks.semaphore("quota_0", 2).wait(GENEROUS).await.unwrap();
+    let after = killed.elapsed();
+    println!("semaphore: the dead holder's permit came back after {after:?} (lease 1 s)");
+    assert!(after < Duration::from_secs(4), "{after:?}");
+    mine.release().await.unwrap();
+    theirs.release().await.unwrap();
+    assert_eq!(keys_left(&server).await, Vec::<String>::new());
+}
+
+/// Waiters queued one after another on a full semaphore get its permits in that order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiters_are_served_in_arrival_order() {
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let held = [
+        locks.semaphore("slots", 2).await.unwrap(),
+        locks.semaphore("slots", 2).await.unwrap(),
+    ];
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..5 {
+        let (waiter, order) = (client(&server.url()), Arc::clone(&order));
+        waiters.push(tokio::spawn(async move {
+            let permit = waiter.semaphore("slots", 2).wait(GENEROUS).await.unwrap();
+            // Grants carry rising tokens: their order is the order of the grants.
+            order.lock().await.push((permit.fencing_token(), i));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            permit.release().await.unwrap();
+        }));
+        // Queued (subscribed) before the next one starts.
+        let conn = server.conn().await;
+        let queue = format!("distlock__queue:{{{}}}", lock_key("slots"));
+        wait_until("the waiter queued", GENEROUS, || {
+            let (mut conn, queue) = (conn.clone(), queue.clone());
+            async move {
+                let n: usize = redis::AsyncCommands::zcard(&mut conn, &queue)
+                    .await
+                    .unwrap();
+                n == i + 1
+            }
+        })
+        .await;
+    }
+    for permit in held {
+        permit.release().await.unwrap();
+    }
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    let mut granted = order.lock().await.clone();
+    granted.sort_unstable();
+    let order: Vec<usize> = granted.into_iter().map(|(_, i)| i).collect();
+    assert_eq!(order, vec![0, 1, 2, 3, 4]);
+}
+
+/// The capacity rule: a permit is granted while fewer than the caller's own permits are
+/// held. Callers of 2 and 4 on one name: the caller of 2 is refused at 2 held, the caller
+/// of 4 still gets permits up to 4.
+#[tokio::test]
+async fn each_caller_counts_against_its_own_capacity() {
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let a = locks.semaphore("mixed", 2).await.unwrap();
+    let b = locks.semaphore("mixed", 2).await.unwrap();
+    assert!(locks
+        .semaphore("mixed", 2)
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    let c = locks
+        .semaphore("mixed", 4)
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("3 < 4");
+    let d = locks
+        .semaphore("mixed", 4)
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("4th of 4");
+    assert!(locks
+        .semaphore("mixed", 4)
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    for permit in [a, b, c, d] {
+        assert_eq!(permit.mode(), LockMode::Permit);
+        permit.release().await.unwrap();
+    }
+    let err = locks.semaphore("mixed", 0).await.expect_err("0 permits");
+    assert!(matches!(err, LockError::InvalidRequest { .. }), "{err}");
+    assert!(err.to_string().contains("mixed"), "{err}");
+}
+
+/// The watchdog keeps a permit past several leases; `lost()` fires when the permit is
+/// taken away; re-entering in one scope does not take a second permit; a busy answer names
+/// a holder.
+#[tokio::test]
+async fn renewal_loss_reentry_and_busy_answers() {
+    let server = RedisServer::start();
+    let locks = builder(&server.url())
+        .lease(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let other = client(&server.url());
+    let permit = locks.semaphore("renewed", 1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert!(permit.is_held());
+    let busy = other
+        .semaphore("renewed", 1)
+        .wait(Duration::from_millis(100))
+        .await
+        .expect_err("full");
+    let LockError::WaitTimeout { holder, .. } = &busy else {
+        panic!("{busy}")
+    };
+    assert!(holder.is_some(), "the busy answer names a holder: {busy}");
+    scope(async {
+        let outer = locks.semaphore("scoped", 1).await.unwrap();
+        let inner = locks
+            .semaphore("scoped", 1)
+            .await
+            .expect("re-entered, not a second permit");
+        assert_eq!(outer.fencing_token(), inner.fencing_token());
+    })
+    .await;
+    let lost = permit.lost();
+    let mut conn = server.conn().await;
+    let () = redis::AsyncCommands::del(&mut conn, lock_key("renewed"))
+        .await
+        .unwrap();
+    tokio::time::timeout(GENEROUS, lost)
+        .await
+        .expect("lost fires");
+    assert!(!permit.is_held());
+    drop(permit);
+    wait_until("no key is left", GENEROUS, || async {
+        keys_left(&server).await.is_empty()
+    })
+    .await;
+}
