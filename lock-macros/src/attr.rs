@@ -3,12 +3,16 @@
 
 use proc_macro2::{Span, TokenStream};
 use syn::parse::{Parse, ParseStream, Parser as _};
-use syn::{Expr, LitStr, Token};
+use syn::punctuated::Punctuated;
+use syn::{Expr, ExprLit, Lit, LitStr, Token};
 
 use crate::template::{Params, Template};
 
 mod kw {
     syn::custom_keyword!(key);
+    syn::custom_keyword!(keys);
+    syn::custom_keyword!(mode);
+    syn::custom_keyword!(permits);
     syn::custom_keyword!(lease);
     syn::custom_keyword!(wait);
     syn::custom_keyword!(client);
@@ -54,12 +58,49 @@ macro_rules! options {
 
 options! {
     "key": kw::key => key: LitStr,
+    "keys": kw::keys => keys: KeyList,
+    "mode": kw::mode => mode: LitStr,
+    "permits": kw::permits => permits: Expr,
     "lease": kw::lease => lease: LitStr,
     "wait": kw::wait => wait: LitStr,
     "client": kw::client => client: Expr,
     "on_lost": kw::on_lost => on_lost: LitStr,
     "map_err": kw::map_err => map_err: Expr,
     "crate": syn::token::Crate => krate: LitStr,
+}
+
+/// `keys = ["acct_<from>", "acct_<to>"]` as written.
+pub(crate) struct KeyList {
+    bracket: syn::token::Bracket,
+    items: Punctuated<LitStr, Token![,]>,
+}
+
+impl Parse for KeyList {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let content;
+        let bracket = syn::bracketed!(content in input);
+        Ok(Self {
+            bracket,
+            items: content.parse_terminated(|i| i.parse::<LitStr>(), Token![,])?,
+        })
+    }
+}
+
+/// What the function holds while its body runs.
+pub(crate) enum Hold {
+    /// One name: the lock, a side of a read-write lock, or a semaphore's permit.
+    One { key: (LitStr, Template), kind: Kind },
+    /// Several names at once (`LockClient::lock_all`), in the order written.
+    All(Vec<(LitStr, Template)>),
+}
+
+/// The kind of hold of one name.
+pub(crate) enum Kind {
+    Exclusive,
+    Read,
+    Write,
+    /// A permit of a semaphore of this many permits (an expression of type `u32`).
+    Permit(Expr),
 }
 
 /// What `run` does on a lost lock.
@@ -71,8 +112,9 @@ pub(crate) enum OnLost {
 
 /// The validated configuration that [`expand`](crate::expand) works from.
 pub(crate) struct Config {
-    /// The key template and its literal (errors about placeholders point at it).
-    pub(crate) key: (LitStr, Template),
+    /// The names held and how, with each key template's literal (errors about
+    /// placeholders point at it).
+    pub(crate) hold: Hold,
     /// Explicit lease in milliseconds (no watchdog).
     pub(crate) lease: Option<(u64, Span)>,
     /// Bounded wait in milliseconds; `0` tries once.
@@ -123,14 +165,7 @@ impl Parse for Args {
 impl Args {
     /// Checks every option, turning the written values into the final [`Config`].
     fn validate(self, params: &Params) -> syn::Result<Config> {
-        let Some(key) = self.key else {
-            return Err(syn::Error::new(
-                Span::call_site(),
-                "missing option `key`: write the lock's name, e.g. \
-                 `#[distributed_lock(key = \"item_<id>\")]`",
-            ));
-        };
-        let template = Template::parse(&key, params)?;
+        let hold = self.hold(params)?;
         let lease = self
             .lease
             .map(|opt| {
@@ -185,7 +220,7 @@ impl Args {
             })?,
         };
         Ok(Config {
-            key: (key, template),
+            hold,
             lease,
             wait,
             client: self.client,
@@ -193,6 +228,113 @@ impl Args {
             map_err: self.map_err,
             krate,
         })
+    }
+}
+
+impl Args {
+    /// `key` (with `mode` or `permits`) or `keys`: exactly one, each checked on its tokens.
+    fn hold(&self, params: &Params) -> syn::Result<Hold> {
+        match (&self.key, &self.keys) {
+            (Some(_), Some(list)) => Err(syn::Error::new(
+                list.bracket.span.join(),
+                "give either `key` (one lock) or `keys` (several names at once), not both",
+            )),
+            (None, None) => Err(syn::Error::new(
+                Span::call_site(),
+                "missing option `key`: write the lock's name, e.g. \
+                 `#[distributed_lock(key = \"item_<id>\")]` (or `keys = [\"a_<x>\", \"b_<y>\"]` \
+                 to hold several names at once)",
+            )),
+            (Some(key), None) => Ok(Hold::One {
+                key: (key.clone(), Template::parse(key, params)?),
+                kind: self.kind()?,
+            }),
+            (None, Some(list)) => self.all(list, params).map(Hold::All),
+        }
+    }
+
+    /// The templates of `keys`: at least one, none twice; no `mode` or `permits` beside it.
+    fn all(&self, list: &KeyList, params: &Params) -> syn::Result<Vec<(LitStr, Template)>> {
+        if let Some(mode) = &self.mode {
+            return Err(syn::Error::new(
+                mode.span(),
+                "`mode` does not apply to `keys`: a multi-lock takes every name exclusively",
+            ));
+        }
+        if let Some(permits) = &self.permits {
+            return Err(syn::Error::new_spanned(
+                permits,
+                "`permits` does not apply to `keys`: a semaphore has one name (`key`)",
+            ));
+        }
+        if list.items.is_empty() {
+            return Err(syn::Error::new(
+                list.bracket.span.join(),
+                "`keys` is empty: list the names to hold, e.g. `keys = [\"acct_<from>\", \"acct_<to>\"]`",
+            ));
+        }
+        let mut templates: Vec<(LitStr, Template)> = Vec::with_capacity(list.items.len());
+        for lit in &list.items {
+            if templates
+                .iter()
+                .any(|(seen, _)| seen.value() == lit.value())
+            {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!("{:?} is listed twice in `keys`", lit.value()),
+                ));
+            }
+            templates.push((lit.clone(), Template::parse(lit, params)?));
+        }
+        Ok(templates)
+    }
+
+    /// `mode` and `permits` of a one-name hold.
+    fn kind(&self) -> syn::Result<Kind> {
+        match (&self.mode, &self.permits) {
+            (Some(_), Some(permits)) => Err(syn::Error::new_spanned(
+                permits,
+                "`permits` makes a semaphore, which has no `mode`: give one or the other",
+            )),
+            (None, Some(permits)) => permits_of(permits).map(Kind::Permit),
+            (None, None) => Ok(Kind::Exclusive),
+            (Some(mode), None) => match mode.value().as_str() {
+                "exclusive" => Ok(Kind::Exclusive),
+                "read" => Ok(Kind::Read),
+                "write" => Ok(Kind::Write),
+                other => Err(syn::Error::new(
+                    mode.span(),
+                    format!(
+                        "unknown `mode` {other:?}: expected \"read\" or \"write\" (a read-write \
+                         lock's sides), or \"exclusive\" (the default)"
+                    ),
+                )),
+            },
+        }
+    }
+}
+
+/// `permits`: a positive integer literal, or any other expression (a `const`, a field),
+/// which the compiler then checks to be a `u32`.
+fn permits_of(permits: &Expr) -> syn::Result<Expr> {
+    let bad = |message: &str| Err(syn::Error::new_spanned(permits, message.to_owned()));
+    match permits {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => match int.base10_parse::<u32>() {
+            Ok(0) => {
+                bad("`permits` must be at least 1: it is how many may hold the semaphore at once")
+            }
+            Ok(_) => Ok(permits.clone()),
+            Err(_) => bad("`permits` must fit a `u32`"),
+        },
+        Expr::Lit(_) => {
+            bad("`permits` is a number of holders, e.g. `permits = 3`, not this literal")
+        }
+        Expr::Unary(unary) if matches!(unary.op, syn::UnOp::Neg(_)) => {
+            bad("`permits` must be at least 1, not negative")
+        }
+        _ => Ok(permits.clone()),
     }
 }
 
@@ -248,9 +390,14 @@ mod tests {
     #[test]
     fn listed_options_are_the_parsed_ones() {
         for option in OPTIONS {
-            let args = syn::parse_str::<Args>(&format!("{option} = \"1s\""));
+            let value = if *option == "keys" {
+                "[\"a\"]"
+            } else {
+                "\"1s\""
+            };
+            let args = syn::parse_str::<Args>(&format!("{option} = {value}"));
             assert!(args.is_ok(), "{option}");
-            let twice = syn::parse_str::<Args>(&format!("{option} = \"1s\", {option} = \"2s\""));
+            let twice = syn::parse_str::<Args>(&format!("{option} = {value}, {option} = {value}"));
             let err = twice
                 .err()
                 .expect("a repeated option is an error")
@@ -266,8 +413,8 @@ mod tests {
             .to_string();
         assert_eq!(
             err,
-            "unknown option `timeout`: expected one of `key`, `lease`, `wait`, `client`, \
-             `on_lost`, `map_err`, `crate`"
+            "unknown option `timeout`: expected one of `key`, `keys`, `mode`, `permits`, \
+             `lease`, `wait`, `client`, `on_lost`, `map_err`, `crate`"
         );
     }
 

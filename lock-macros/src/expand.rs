@@ -1,11 +1,12 @@
-//! Code generation: wraps the function's body in `LockRequest::run`.
+//! Code generation: wraps the function's body in `LockRequest::run` (or
+//! `MultiLockRequest::run` for `keys`).
 
 use proc_macro2::{Delimiter, Group, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{Expr, ItemFn};
 
-use crate::attr::{Config, OnLost};
+use crate::attr::{Config, Hold, Kind, OnLost};
 use crate::signature::Output;
 use crate::template::Params;
 
@@ -94,8 +95,35 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
     };
     let err = quote_spanned!(ret_span=> <_ as #krate::__private::LockResult>::err(#from));
 
-    let (key_lit, template) = &config.key;
-    let name_expr = template.build(quote!(#krate::__private::KeyBuilder::new()), key_lit);
+    let name_of = |(lit, template): &(syn::LitStr, crate::template::Template)| {
+        template.build(quote!(#krate::__private::KeyBuilder::new()), lit)
+    };
+    // The request's constructor, its name(s), and the metrics label (the template, never
+    // the rendered name; a multi-lock's templates joined by `+`).
+    let (constructor, name_expr, family) = match &config.hold {
+        Hold::One { key, kind } => {
+            let constructor = match kind {
+                Kind::Exclusive => quote!(lock),
+                Kind::Read => quote!(read_lock),
+                Kind::Write => quote!(write_lock),
+                Kind::Permit(_) => quote!(semaphore),
+            };
+            (constructor, name_of(key), key.0.clone())
+        }
+        Hold::All(keys) => {
+            let names = keys.iter().map(name_of);
+            let joined: Vec<String> = keys.iter().map(|(lit, _)| lit.value()).collect();
+            let family = syn::LitStr::new(&joined.join("+"), keys[0].0.span());
+            (quote!(lock_all), quote!([#(#names),*]), family)
+        }
+    };
+    let permits = match &config.hold {
+        Hold::One {
+            kind: Kind::Permit(permits),
+            ..
+        } => Some(quote_spanned!(permits.span()=> , #permits)),
+        _ => None,
+    };
 
     let client_ref = match &config.client {
         Some(expr) => client_ref(expr),
@@ -155,11 +183,11 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
             let #name = #name_expr;
             // `&*&client` (see `client_ref`) is not for the user to simplify.
             #[allow(clippy::deref_addrof, clippy::borrow_deref_ref)]
-            let #request = #krate::LockClient::lock(#client_ref, #name)
+            let #request = #krate::LockClient::#constructor(#client_ref, #name #permits)
                 #lease
                 #wait
                 // Metrics are labelled by the template, never by the rendered name.
-                .family(#key_lit)
+                .family(#family)
                 .on_lost(#on_lost);
             // Boxed: the caller's future stays small however deep locked calls nest.
             match ::std::boxed::Box::pin(#request.run(#body)).await {

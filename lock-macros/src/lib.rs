@@ -51,7 +51,10 @@ use proc_macro::TokenStream;
 ///
 /// | option | meaning |
 /// | --- | --- |
-/// | `key = "item_<id>"` | **required**; the lock's name, a template (below) |
+/// | `key = "item_<id>"` | the lock's name, a template (below); this or `keys` is required |
+/// | `mode = "read"` / `mode = "write"` | a side of the read-write lock `key` (`LockClient::read_lock` / `write_lock`): read-mode calls run together, a write-mode call runs alone; `"exclusive"` is the default |
+/// | `keys = ["acct_<from>", "acct_<to>"]` | a multi-lock (`LockClient::lock_all`): every name, all or nothing, taken in one global order so callers naming them in opposite orders never deadlock; each entry is a template |
+/// | `permits = 3` | one permit of the semaphore `key` (`LockClient::semaphore`): at most this many calls run at once across every instance; a positive integer literal or a `u32` expression (`permits = MAX_EXPORTS`) |
 /// | `lease = "10s"` | an explicit lease: the lock expires after it and the watchdog does not renew it; without it the watchdog keeps the lock while the body runs |
 /// | `wait = "2s"` | wait at most this long for a busy lock (`"0s"`: try once); without it the client's default wait applies |
 /// | `client = expr` | an expression giving the [`LockClient`], a reference to one or anything that derefs to one (`Arc<LockClient>`, a wrapper); it may use the parameters, e.g. `client = app.locks` or `client = self.locks`; without it the process-wide default client from `lock_core::set_default_client` is used, and a call made before one was installed returns `LockError::NoDefaultClient` |
@@ -64,6 +67,31 @@ use proc_macro::TokenStream;
 /// `"500ms"`, `"10s"`, `"2m"`, `"1m30s"`. They are checked at compile time.
 ///
 /// [`LockClient`]: https://docs.rs/lock-core/latest/lock_core/struct.LockClient.html
+///
+/// ```no_run
+/// use lock_core::{distributed_lock, LockClient, LockError};
+///
+/// // Readers of a document run side by side; an edit runs alone.
+/// #[distributed_lock(key = "doc_<id>", mode = "read", client = locks)]
+/// async fn show(locks: &LockClient, id: u64) -> Result<String, LockError> {
+///     Ok(format!("doc {id}"))
+/// }
+///
+/// // Both accounts, all or nothing; a transfer the other way cannot deadlock with it.
+/// #[distributed_lock(keys = ["acct_<from>", "acct_<to>"], client = locks)]
+/// async fn transfer(locks: &LockClient, from: u64, to: u64) -> Result<(), LockError> {
+///     Ok(())
+/// }
+///
+/// // At most 3 exports per tenant at once, across every instance.
+/// #[distributed_lock(key = "export_<tenant>", permits = 3, client = locks)]
+/// async fn export(locks: &LockClient, tenant: &str) -> Result<(), LockError> {
+///     Ok(())
+/// }
+/// ```
+///
+/// `mode` and `permits` go with `key`; `keys` takes neither. Inside a multi-lock's body,
+/// `lock_core::current_lock()` answers the first name listed.
 ///
 /// # Key templates
 ///

@@ -7,5 +7,6 @@
 mod answers;
 mod macro_axum;
 mod macro_e2e;
+mod macro_family;
 mod macro_metrics;
 mod pass;

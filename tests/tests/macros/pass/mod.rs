@@ -8,6 +8,7 @@
 mod axum_handler;
 mod clients;
 mod crate_path;
+mod family;
 mod free_fns;
 mod instrument;
 mod map_err;

@@ -1,0 +1,8 @@
+use lock_core::{distributed_lock, LockError};
+
+#[distributed_lock(keys = [])]
+async fn transfer(from: u64, to: u64) -> Result<u64, LockError> {
+    Ok(from + to)
+}
+
+fn main() {}
