@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::request::Parts;
-use http::{Method, Response};
+use http::{Method, Response, StatusCode};
 use lock_core::{LockClient, LockName, LockRequest, OnLost};
 
 use crate::key::{KeyError, KeySpec};
@@ -28,6 +28,18 @@ pub enum OutagePolicy {
     FailOpen,
 }
 
+/// What the layer holds for a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// The exclusive lock of the name.
+    Exclusive,
+    /// The read lock for safe methods (GET, HEAD, OPTIONS, TRACE), the write lock for the
+    /// others.
+    ReadWriteByMethod,
+    /// One of `permits` permits of the name's semaphore; a full one is answered `full`.
+    Permit { permits: u32, full: StatusCode },
+}
+
 /// A custom rejection answer.
 pub(crate) type RejectionFn = Arc<dyn Fn(&Rejection) -> Response<String> + Send + Sync + 'static>;
 
@@ -46,6 +58,7 @@ pub(crate) struct Config {
     pub(crate) on_lost: OnLost,
     pub(crate) rejection: Option<RejectionFn>,
     pub(crate) family: Cow<'static, str>,
+    pub(crate) hold: Hold,
     /// What this layer's requests held their locks for: the `Retry-After` estimate.
     pub(crate) holds: HoldTimes,
 }
@@ -132,7 +145,13 @@ impl Config {
     /// The lock request for `name` with this layer's lease, wait, on-lost and family
     /// settings; the request's `x-request-id`, if any, is recorded with the hold.
     pub(crate) fn request(&self, name: LockName, request: &Parts) -> LockRequest {
-        let mut lock = (self.client.lock(name).on_lost(self.on_lost)).family(self.family.clone());
+        let lock = match self.hold {
+            Hold::Exclusive => self.client.lock(name),
+            Hold::ReadWriteByMethod if is_safe(&request.method) => self.client.read_lock(name),
+            Hold::ReadWriteByMethod => self.client.write_lock(name),
+            Hold::Permit { permits, .. } => self.client.semaphore(name, permits),
+        };
+        let mut lock = lock.on_lost(self.on_lost).family(self.family.clone());
         if let Some(id) = request_id(request) {
             lock = lock.request_id(id);
         }
@@ -152,7 +171,11 @@ impl Config {
             self.holds
                 .retry_after(&error, wait, std::time::SystemTime::now())
         });
-        Rejection::from_lock_error(error, grpc, &self.family, retry_after)
+        let full = match self.hold {
+            Hold::Permit { full, .. } => Some(full),
+            _ => None,
+        };
+        Rejection::from_lock_error(error, grpc, &self.family, retry_after, full)
     }
 
     /// The answer to a rejection. The client sees a generic message; the full error (the
@@ -170,6 +193,14 @@ impl Config {
             None => rejection.default_response(),
         })
     }
+}
+
+/// Methods that only read (RFC 9110's safe methods): they take the read lock.
+fn is_safe(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
 }
 
 /// The header that carries a request id (as tower-http's `SetRequestIdLayer` sets it).
@@ -192,6 +223,7 @@ impl fmt::Debug for Config {
             .field("outage", &self.outage)
             .field("on_lost", &self.on_lost)
             .field("family", &self.family)
+            .field("hold", &self.hold)
             .field("custom_rejection", &self.rejection.is_some())
             .finish_non_exhaustive()
     }

@@ -12,6 +12,9 @@ pub enum BuildError {
     /// was given.
     #[error("no lock key: call .key(\"item_<id>\") or .key_fn(…) on the builder")]
     NoKey,
+    /// A semaphore layer with 0 permits would refuse every request.
+    #[error("a semaphore layer needs at least 1 permit")]
+    Permits,
     /// The key template does not parse.
     #[error(transparent)]
     Template(#[from] TemplateError),

@@ -10,7 +10,7 @@ use http::{Method, Response};
 use lock_core::{LockClient, LockClientBuilder, LockName, OnLost};
 use tower_layer::Layer;
 
-use crate::config::{Config, OutagePolicy, RejectionFn};
+use crate::config::{Config, Hold, OutagePolicy, RejectionFn};
 use crate::error::BuildError;
 use crate::head::RequestHead;
 use crate::key::{Canonical, KeyError, KeyFn, KeySpec};
@@ -60,6 +60,7 @@ impl DistributedLockLayer {
             on_lost: OnLost::Abort,
             rejection: None,
             family: None,
+            hold: Hold::Exclusive,
         }
     }
 }
@@ -94,6 +95,7 @@ pub struct LockLayerBuilder {
     on_lost: OnLost,
     rejection: Option<RejectionFn>,
     family: Option<Cow<'static, str>>,
+    pub(crate) hold: Hold,
 }
 
 enum Key {
@@ -272,6 +274,28 @@ impl LockLayerBuilder {
         self
     }
 
+    /// Takes the read side of the name's read-write lock for requests with a safe method
+    /// (`GET`, `HEAD`, `OPTIONS`, `TRACE`) and the write side for the others, on the same
+    /// key: `GET /items/7` runs beside other `GET`s of item 7, never beside a
+    /// `POST /items/7/buy`. Once a write waits, new reads queue behind it, so writes are not
+    /// starved. See [`LockClient::read_lock`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
+    /// let layer = lock_tower::DistributedLockLayer::builder(client)
+    ///     .key("item_<id>")
+    ///     .read_write_by_method()
+    ///     .build()?;
+    /// # let _ = layer; Ok(()) }
+    /// ```
+    ///
+    /// # Default
+    /// Off: every request takes the exclusive lock.
+    pub fn read_write_by_method(mut self) -> Self {
+        self.hold = Hold::ReadWriteByMethod;
+        self
+    }
+
     /// Checks the settings and builds the layer.
     ///
     /// # Errors
@@ -312,6 +336,7 @@ impl LockLayerBuilder {
                 on_lost: self.on_lost,
                 rejection: self.rejection,
                 family: self.family.unwrap_or(default_family),
+                hold: self.hold,
                 holds: Default::default(),
             }),
         })

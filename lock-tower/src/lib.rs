@@ -57,6 +57,38 @@
 //! The handler finds the lock's [`LockInfo`] (name and fencing token) in
 //! `request.extensions()`.
 //!
+//! # Readers and writers
+//!
+//! [`read_write_by_method`](LockLayerBuilder::read_write_by_method) makes one template a
+//! read-write lock: safe methods (`GET`, `HEAD`, `OPTIONS`, `TRACE`) take its read side and
+//! run together, the others take its write side and run alone — `GET /items/7` beside
+//! other `GET`s, never beside `POST /items/7/buy`. A waiting write is not starved by a
+//! stream of reads.
+//!
+//! ```no_run
+//! # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
+//! let lock = lock_tower::DistributedLockLayer::builder(client)
+//!     .key("item_<id>")
+//!     .read_write_by_method()
+//!     .build()?;
+//! # let _ = lock; Ok(()) }
+//! ```
+//!
+//! # Concurrency limits
+//!
+//! [`DistributedSemaphoreLayer`] lets at most N requests per key run at once across every
+//! instance (a semaphore with expiring permits per key): a request that gets no permit
+//! within the wait is answered `429 Too Many Requests` (or `503`, see
+//! [`when_full`](SemaphoreLayerBuilder::when_full)) with a `Retry-After`, or gRPC
+//! `RESOURCE_EXHAUSTED`.
+//!
+//! ```no_run
+//! # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
+//! // At most 3 exports per tenant, whichever instance serves them.
+//! let limit = lock_tower::DistributedSemaphoreLayer::new(client, "exports_<header.x-tenant>", 3)?;
+//! # let _ = limit; Ok(()) }
+//! ```
+//!
 //! # Keys
 //!
 //! Key templates use the grammar of `#[distributed_lock]` ([`lock_core::KeyTemplate`]):
@@ -296,6 +328,7 @@ mod layer;
 mod response;
 mod retry;
 mod route;
+mod semaphore;
 mod service;
 
 pub use config::OutagePolicy;
@@ -306,4 +339,5 @@ pub use key::KeyError;
 pub use layer::{DistributedLockLayer, LockLayerBuilder};
 pub use lock_core::{LockInfo, OnLost};
 pub use response::{Rejection, RejectionKind, ResponseBody};
+pub use semaphore::{DistributedSemaphoreLayer, SemaphoreLayerBuilder};
 pub use service::DistributedLock;

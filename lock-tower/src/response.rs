@@ -42,6 +42,15 @@ pub enum RejectionKind {
     /// # Default
     /// `503 Service Unavailable`; gRPC `ABORTED`.
     Lost,
+    /// No permit of a [semaphore layer](crate::DistributedSemaphoreLayer)'s semaphore freed
+    /// within the wait: the concurrency limit is reached.
+    ///
+    /// # Default
+    /// `429 Too Many Requests` (or the layer's
+    /// [`when_full`](crate::SemaphoreLayerBuilder::when_full) status, e.g. `503`) with
+    /// [`Retry-After`](crate#retry-after); gRPC `RESOURCE_EXHAUSTED`. The body names the
+    /// family (``limit `tenant_<header.x-tenant>` is reached``), not the holders.
+    Full,
     /// Any other lock error (a misconfiguration, for example).
     ///
     /// # Default
@@ -58,12 +67,15 @@ pub struct Rejection {
     grpc: bool,
     message: String,
     retry_after: Option<Duration>,
+    /// The HTTP status of a [`RejectionKind::Full`] answer.
+    full_status: StatusCode,
     key_error: Option<KeyError>,
     lock_error: Option<LockError>,
 }
 
 /// gRPC status codes the defaults use.
 const GRPC_INVALID_ARGUMENT: u8 = 3;
+const GRPC_RESOURCE_EXHAUSTED: u8 = 8;
 const GRPC_ABORTED: u8 = 10;
 const GRPC_INTERNAL: u8 = 13;
 const GRPC_UNAVAILABLE: u8 = 14;
@@ -81,21 +93,28 @@ impl Rejection {
             grpc,
             message,
             retry_after: None,
+            full_status: StatusCode::TOO_MANY_REQUESTS,
             key_error: Some(error),
             lock_error: None,
         }
     }
 
-    /// A rejection for a lock error; `retry_after` is the hint for a busy lock. The message
-    /// for the client is generic: the error (which names the holder: service, host, pid,
-    /// request id) stays with [`lock_error`](Self::lock_error) and the logs.
+    /// A rejection for a lock error; `retry_after` is the hint for a busy lock, and
+    /// `full_status`, for a semaphore's layer, the status of a full semaphore (else a busy
+    /// lock is [`Busy`](RejectionKind::Busy)). The message for the client is generic: the
+    /// error (which names the holder: service, host, pid, request id) stays with
+    /// [`lock_error`](Self::lock_error) and the logs.
     pub(crate) fn from_lock_error(
         error: LockError,
         grpc: bool,
         family: &str,
         retry_after: Option<Duration>,
+        full_status: Option<StatusCode>,
     ) -> Self {
         let (kind, message) = match &error {
+            e if e.is_wait_timeout() && full_status.is_some() => {
+                (RejectionKind::Full, format!("limit `{family}` is reached"))
+            }
             e if e.is_wait_timeout() => (RejectionKind::Busy, format!("lock `{family}` is busy")),
             e if e.is_unavailable() => (
                 RejectionKind::Unavailable,
@@ -115,7 +134,9 @@ impl Rejection {
             kind,
             grpc,
             message,
-            retry_after: retry_after.filter(|_| kind == RejectionKind::Busy),
+            retry_after: retry_after
+                .filter(|_| matches!(kind, RejectionKind::Busy | RejectionKind::Full)),
+            full_status: full_status.unwrap_or(StatusCode::TOO_MANY_REQUESTS),
             key_error: None,
             lock_error: Some(error),
         }
@@ -139,7 +160,7 @@ impl Rejection {
         &self.message
     }
 
-    /// For [`RejectionKind::Busy`]: when to retry, in whole seconds (at least 1); see
+    /// For [`RejectionKind::Busy`] and [`RejectionKind::Full`]: when to retry, in whole seconds (at least 1); see
     /// [`Retry-After`](crate#retry-after).
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
@@ -162,6 +183,7 @@ impl Rejection {
         if self.grpc {
             let code = match self.kind {
                 RejectionKind::Busy | RejectionKind::Lost => GRPC_ABORTED,
+                RejectionKind::Full => GRPC_RESOURCE_EXHAUSTED,
                 RejectionKind::InvalidKey => GRPC_INVALID_ARGUMENT,
                 RejectionKind::Unavailable => GRPC_UNAVAILABLE,
                 RejectionKind::Internal => GRPC_INTERNAL,
@@ -170,6 +192,7 @@ impl Rejection {
         }
         let status = match self.kind {
             RejectionKind::Busy => StatusCode::CONFLICT,
+            RejectionKind::Full => self.full_status,
             RejectionKind::InvalidKey => StatusCode::BAD_REQUEST,
             RejectionKind::Unavailable | RejectionKind::Lost => StatusCode::SERVICE_UNAVAILABLE,
             RejectionKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -337,6 +360,7 @@ mod tests {
             false,
             "item_<id>",
             Some(Duration::from_secs(2)),
+            None,
         );
         assert_eq!(r.kind(), RejectionKind::Busy);
         assert_eq!(r.retry_after(), Some(Duration::from_secs(2)));
@@ -346,8 +370,8 @@ mod tests {
         assert_eq!(r.default_response().body(), "lock `item_<id>` is busy\n");
         assert!(!r.to_string().contains(holder));
         assert!(r.lock_error().is_some_and(LockError::is_wait_timeout));
-        let grpc =
-            Rejection::from_lock_error(wait_timeout(None), true, "f", None).default_response();
+        let grpc = Rejection::from_lock_error(wait_timeout(None), true, "f", None, None)
+            .default_response();
         assert_eq!(grpc.headers()["grpc-status"], "10");
         assert_eq!(grpc.headers()["grpc-message"], "lock `f` is busy");
         assert!(!grpc.headers().contains_key(RETRY_AFTER));
@@ -359,7 +383,13 @@ mod tests {
             name: "item_7".into(),
             reason: "the key was gone",
         };
-        let r = Rejection::from_lock_error(lost, false, "item_<id>", Some(Duration::from_secs(1)));
+        let r = Rejection::from_lock_error(
+            lost,
+            false,
+            "item_<id>",
+            Some(Duration::from_secs(1)),
+            None,
+        );
         assert_eq!(r.kind(), RejectionKind::Lost);
         assert_eq!(r.retry_after(), None);
         let (status, headers) = headers(&r);
@@ -369,7 +399,7 @@ mod tests {
             name: "item_7".into(),
             after: Duration::from_secs(2),
         };
-        let r = Rejection::from_lock_error(timeout, true, "item_<id>", None);
+        let r = Rejection::from_lock_error(timeout, true, "item_<id>", None, None);
         assert_eq!(r.kind(), RejectionKind::Unavailable);
         assert_eq!(r.default_response().headers()["grpc-status"], "14");
         assert_eq!(
@@ -400,5 +430,33 @@ mod tests {
             .unwrap();
         assert!(is_grpc(&grpc));
         assert!(!is_grpc(&Request::new(())));
+    }
+
+    #[test]
+    fn a_full_semaphore_answers_429_or_its_status_and_resource_exhausted() {
+        let after = Some(Duration::from_secs(2));
+        let r = Rejection::from_lock_error(
+            wait_timeout(None),
+            false,
+            "exports_<header.x-tenant>",
+            after,
+            Some(StatusCode::TOO_MANY_REQUESTS),
+        );
+        assert_eq!(r.kind(), RejectionKind::Full);
+        let response = r.default_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()[RETRY_AFTER], "2");
+        assert_eq!(
+            response.body(),
+            "limit `exports_<header.x-tenant>` is reached\n"
+        );
+        let unavailable = Some(StatusCode::SERVICE_UNAVAILABLE);
+        let r = Rejection::from_lock_error(wait_timeout(None), false, "f", after, unavailable);
+        assert_eq!(
+            r.default_response().status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        let r = Rejection::from_lock_error(wait_timeout(None), true, "f", after, unavailable);
+        assert_eq!(r.default_response().headers()["grpc-status"], "8");
     }
 }

@@ -13,7 +13,9 @@ use axum::{Extension, Router};
 use distlock_tests::locks::{self, exists, lock_key, wait_gone, GENEROUS};
 use distlock_tests::RedisServer;
 use lock_core::{LockClient, LockInfo};
-use lock_tower::{DistributedLockLayer, KeyError, OnLost, OutagePolicy, RejectionKind};
+use lock_tower::{
+    DistributedLockLayer, DistributedSemaphoreLayer, KeyError, OnLost, OutagePolicy, RejectionKind,
+};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -899,4 +901,149 @@ async fn random_ids_through_the_layer_leave_no_key() {
         .await;
     let end: u64 = redis::cmd("DBSIZE").query_async(&mut redis).await.unwrap();
     assert_eq!(end, start, "keys left by 10,000 random ids");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lock family: read/write by method, and the semaphore layer.
+
+/// Counts the handlers inside, and the most seen at once.
+#[derive(Default)]
+struct Inside {
+    now: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl Inside {
+    async fn stay(&self, hold: Duration) {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(hold).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// With `read_write_by_method`, GETs of one item run together, while a POST runs alone:
+/// never beside a GET, never beside another POST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_share_and_writes_are_alone_by_method() {
+    let server = RedisServer::start();
+    let (readers, writers) = (Arc::new(Inside::default()), Arc::new(Inside::default()));
+    let beside = Arc::new(AtomicUsize::new(0));
+    let layer = DistributedLockLayer::builder(locks::client(&server.url()))
+        .key("item_<id>")
+        .read_write_by_method()
+        .wait(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route(
+            "/items/{id}",
+            get({
+                let readers = Arc::clone(&readers);
+                move || async move { readers.stay(Duration::from_millis(200)).await }
+            })
+            .post({
+                let (readers, writers, beside) = (
+                    Arc::clone(&readers),
+                    Arc::clone(&writers),
+                    Arc::clone(&beside),
+                );
+                move || async move {
+                    beside.fetch_add(readers.now.load(Ordering::SeqCst), Ordering::SeqCst);
+                    writers.stay(Duration::from_millis(50)).await;
+                }
+            }),
+        )
+        .route_layer(layer);
+    let addr = serve(app).await;
+    let requests: Vec<_> = (0..12)
+        .map(|i| {
+            let method = if i % 4 == 3 { "POST" } else { "GET" };
+            tokio::spawn(async move { send(addr, method, "/items/7").await.status })
+        })
+        .collect();
+    for request in requests {
+        assert_eq!(request.await.unwrap(), 200);
+    }
+    assert!(
+        readers.most.load(Ordering::SeqCst) > 1,
+        "GETs never overlapped"
+    );
+    assert_eq!(writers.most.load(Ordering::SeqCst), 1, "POSTs overlapped");
+    assert_eq!(beside.load(Ordering::SeqCst), 0, "a POST ran beside a GET");
+}
+
+/// The semaphore layer: at most 2 exports of one tenant at once under 20 concurrent
+/// requests, while another tenant is not held back; once the permits stay taken past the
+/// wait, 429 (or 503 when configured) with a Retry-After and a body naming only the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_semaphore_layer_limits_each_key() {
+    let server = RedisServer::start();
+    let per_tenant: Arc<[Inside; 2]> = Arc::new(Default::default());
+    let layer = DistributedSemaphoreLayer::builder(locks::client(&server.url()), 2)
+        .key("exports_<header.x-tenant>")
+        .wait(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let handler = {
+        let per_tenant = Arc::clone(&per_tenant);
+        move |headers: axum::http::HeaderMap| async move {
+            let tenant = usize::from(headers["x-tenant"] == "b");
+            per_tenant[tenant].stay(Duration::from_millis(100)).await;
+        }
+    };
+    let addr = serve(
+        Router::new()
+            .route("/export", post(handler))
+            .route_layer(layer),
+    )
+    .await;
+    let requests: Vec<_> = (0..24)
+        .map(|i| {
+            let tenant = if i % 6 == 5 { "b" } else { "a" };
+            tokio::spawn(async move {
+                send_with(addr, "POST", "/export", &[("x-tenant", tenant)])
+                    .await
+                    .status
+            })
+        })
+        .collect();
+    for request in requests {
+        assert_eq!(request.await.unwrap(), 200);
+    }
+    assert_eq!(per_tenant[0].most.load(Ordering::SeqCst), 2);
+    assert!(per_tenant[1].most.load(Ordering::SeqCst) >= 1);
+
+    for (full, status) in [(None, 429), (Some(StatusCode::SERVICE_UNAVAILABLE), 503)] {
+        let mut builder = DistributedSemaphoreLayer::builder(locks::client(&server.url()), 1)
+            .key("reports_<header.x-tenant>")
+            .wait(Duration::from_millis(200));
+        if let Some(full) = full {
+            builder = builder.when_full(full);
+        }
+        let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let handler = {
+            let (started, release) = (Arc::clone(&started), Arc::clone(&release));
+            move || async move {
+                started.notify_one();
+                release.notified().await;
+            }
+        };
+        let app = Router::new()
+            .route("/report", post(handler))
+            .route_layer(builder.build().unwrap());
+        let addr = serve(app).await;
+        let first = tokio::spawn(async move {
+            send_with(addr, "POST", "/report", &[("x-tenant", "a")])
+                .await
+                .status
+        });
+        started.notified().await;
+        let reply = send_with(addr, "POST", "/report", &[("x-tenant", "a")]).await;
+        assert_eq!(reply.status, status, "{reply:?}");
+        assert!(reply.headers.contains_key("retry-after"), "{reply:?}");
+        assert_eq!(reply.body, "limit `reports_<header.x-tenant>` is reached\n");
+        release.notify_one();
+        assert_eq!(first.await.unwrap(), 200);
+    }
 }

@@ -16,7 +16,7 @@ use axum::http::uri::PathAndQuery;
 use distlock_tests::locks::{self, OverlapDetector};
 use distlock_tests::RedisServer;
 use lock_core::{LockClient, LockInfo};
-use lock_tower::DistributedLockLayer;
+use lock_tower::{DistributedLockLayer, DistributedSemaphoreLayer};
 use tonic::body::Body;
 use tonic::server::NamedService;
 use tonic::transport::server::TcpIncoming;
@@ -359,4 +359,57 @@ async fn lost_lock_answers_aborted() {
     let status = call(&client, Some("42")).await.unwrap_err();
     assert_eq!(status.code(), Code::Aborted, "{status:?}");
     assert!(status.message().contains("lost"), "{status:?}");
+}
+
+/// The semaphore layer over gRPC: a call that gets no permit within the wait is answered
+/// `RESOURCE_EXHAUSTED`, with a message naming only the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_semaphore_answers_resource_exhausted() {
+    let server = RedisServer::start();
+    let layer = DistributedSemaphoreLayer::builder(locks::client(&server.url()), 1)
+        .route(PLACE_ORDER)
+        .key("orders_<header.x-order-id>")
+        .wait(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let (started, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let handler: Handler = {
+        let (started, release) = (Arc::clone(&started), Arc::clone(&release));
+        Arc::new(move |_: Request<PlaceOrderRequest>| {
+            let (started, release) = (Arc::clone(&started), Arc::clone(&release));
+            Box::pin(async move {
+                started.notify_one();
+                release.notified().await;
+                Ok(Response::new(PlaceOrderReply { fencing_token: 1 }))
+            })
+        })
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = Server::builder()
+        .layer(layer)
+        .add_service(OrdersServer { handler });
+    tokio::spawn(async move {
+        router
+            .serve_with_incoming(TcpIncoming::from(listener))
+            .await
+            .expect("grpc server")
+    });
+    let client = connect(addr).await;
+    let first = tokio::spawn({
+        let client = client.clone();
+        async move { call(&client, Some("7")).await }
+    });
+    started.notified().await;
+    let status = call(&client, Some("7")).await.expect_err("no permit left");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "limit `orders_<header.x-order-id>` is reached"
+    );
+    release.notify_one();
+    assert!(first.await.unwrap().is_ok());
 }
