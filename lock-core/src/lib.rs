@@ -121,7 +121,7 @@ pub use lock::request::{LockRequest, OnLost};
 pub use lock::scope::{
     current_lock, scope, with_lock_info, InScope, LockInfo, OwnerScope, WithLockInfo,
 };
-pub use ops::inspect::LockState;
+pub use ops::inspect::{Holding, LockState};
 pub use protocol::holder::HolderInfo;
 pub use protocol::mode::LockMode;
 pub use protocol::name::LockName;

@@ -358,3 +358,66 @@ async fn connection_flags_are_checked_before_connecting() {
     let ca = run(&["--tls-ca", missing, "list"]).await;
     usage(&ca, &format!("cannot read --tls-ca {missing}"));
 }
+
+/// Read-write locks and semaphores show their holders: the readers or the writer, each
+/// permit's holder; `list` counts them; `release --force` frees them for their waiters.
+#[tokio::test]
+async fn the_lock_family_shows_every_holder() {
+    let redis = RedisServer::start();
+    let locks = client(&redis);
+    let readers = [
+        locks.read_lock("catalog").await.unwrap(),
+        locks.read_lock("catalog").await.unwrap(),
+    ];
+    let permit = locks.semaphore("exports", 3).await.unwrap();
+    let state = distlock_json(&redis, &["inspect", "catalog"]).await;
+    assert_eq!(state["held"], true);
+    assert_eq!(state["mode"], "read");
+    let holders = state["holders"].as_array().unwrap();
+    assert_eq!(holders.len(), 2);
+    let tokens: Vec<u64> = holders
+        .iter()
+        .map(|h| h["fencing_token"].as_u64().unwrap())
+        .collect();
+    for reader in &readers {
+        assert!(tokens.contains(&reader.fencing_token()), "{state}");
+    }
+    assert_eq!(holders[0]["holder"]["service"], "billing");
+    assert!(holders[0]["ttl_ms"].as_u64().unwrap() > 0);
+    let state = distlock_json(&redis, &["inspect", "exports"]).await;
+    assert_eq!(state["mode"], "permit");
+    assert_eq!(state["holders"][0]["fencing_token"], permit.fencing_token());
+    let table = String::from_utf8(distlock(&redis, &["list"]).await.stdout).unwrap();
+    assert!(table.contains("2 readers"), "{table}");
+    assert!(table.contains("exports"), "{table}");
+    let text = String::from_utf8(distlock(&redis, &["inspect", "catalog"]).await.stdout).unwrap();
+    assert!(text.contains("held by   2 readers"), "{text}");
+
+    let writer = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.write_lock("catalog").wait(GENEROUS).await }
+    });
+    let started = Instant::now();
+    while distlock_json(&redis, &["inspect", "catalog"]).await["waiters"] != 1 {
+        assert!(started.elapsed() < GENEROUS, "the writer never queued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = distlock(&redis, &["release", "--force", "catalog"]).await;
+    assert!(out.status.success(), "{out:?}");
+    let writer = writer.await.unwrap().expect("woken by the forced release");
+    assert_eq!(writer.mode(), lock_core::LockMode::Write);
+    let state = distlock_json(&redis, &["inspect", "catalog"]).await;
+    assert_eq!(
+        (
+            state["mode"].as_str(),
+            state["holders"].as_array().unwrap().len()
+        ),
+        (Some("write"), 1)
+    );
+    writer.release().await.unwrap();
+    let out = distlock(&redis, &["release", "--force", "exports"]).await;
+    assert!(out.status.success(), "{out:?}");
+    let state = distlock_json(&redis, &["inspect", "exports"]).await;
+    assert_eq!(state["held"], false);
+    drop((readers, permit));
+}

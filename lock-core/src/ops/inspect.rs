@@ -6,8 +6,9 @@ use crate::client::handle::ClientInner;
 use crate::error::LockError;
 
 use crate::protocol::holder::HolderInfo;
+use crate::protocol::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
-use crate::protocol::replies::InspectReply;
+use crate::protocol::replies::{HoldingReply, InspectReply};
 use crate::protocol::scripts;
 
 /// A snapshot of one lock in Redis, taken atomically by
@@ -22,6 +23,51 @@ pub struct LockState {
     fencing_token: u64,
     waiters: usize,
     holder: Option<HolderInfo>,
+    mode: Option<LockMode>,
+    holders: Vec<Holding>,
+}
+
+/// One holder of a lock: its owner id, fencing token, remaining lease and record. A lock
+/// has one; a read-write lock its readers or its writer; a semaphore one per permit held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holding {
+    owner: String,
+    fencing_token: u64,
+    remaining_ttl: Option<Duration>,
+    holder: Option<HolderInfo>,
+}
+
+impl Holding {
+    /// The Redis owner id (a writer's ends in `:write`, as Redisson's do).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The hold's fencing token (0 for a holder without a record, e.g. a Redisson client).
+    pub fn fencing_token(&self) -> u64 {
+        self.fencing_token
+    }
+
+    /// What is left of this hold's lease (a reader's or a permit's own).
+    pub fn remaining_ttl(&self) -> Option<Duration> {
+        self.remaining_ttl
+    }
+
+    /// Who holds it, when the holder recorded it.
+    pub fn holder(&self) -> Option<&HolderInfo> {
+        self.holder.as_ref()
+    }
+}
+
+impl From<HoldingReply> for Holding {
+    fn from(reply: HoldingReply) -> Self {
+        Self {
+            owner: reply.owner,
+            fencing_token: reply.token,
+            remaining_ttl: reply.ttl,
+            holder: reply.holder,
+        }
+    }
 }
 
 impl LockState {
@@ -71,8 +117,23 @@ impl LockState {
     }
 
     /// Who holds the lock, when the holder recorded it (distlock clients do by default).
+    /// For a read-write lock, its writer or one of its readers; for a semaphore, one of its
+    /// holders ([`holders`](Self::holders) has them all).
     pub fn holder(&self) -> Option<&HolderInfo> {
         self.holder.as_ref()
+    }
+
+    /// What is held: [`LockMode::Exclusive`] for a lock, [`LockMode::Read`] or
+    /// [`LockMode::Write`] for a read-write lock (by its current mode),
+    /// [`LockMode::Permit`] for a semaphore; `None` when nothing holds it.
+    pub fn mode(&self) -> Option<LockMode> {
+        self.mode
+    }
+
+    /// Every holder: the lock's one, a read-write lock's readers or writer, a semaphore's
+    /// permit holders.
+    pub fn holders(&self) -> &[Holding] {
+        &self.holders
     }
 }
 
@@ -109,6 +170,22 @@ fn node_state(name: &LockName, keys: &LockKeys, reply: InspectReply) -> (LockSta
         Some((owner, count)) => (Some(owner), count),
         None => (None, 0),
     };
+    let (mode, holders) = match (reply.mode, &owner) {
+        (Some(mode), _) if !reply.holdings.is_empty() => (
+            Some(mode),
+            reply.holdings.into_iter().map(Holding::from).collect(),
+        ),
+        (None, Some(owner)) => {
+            let holding = Holding {
+                owner: owner.clone(),
+                fencing_token: reply.fencing_token,
+                remaining_ttl: reply.remaining_ttl,
+                holder: reply.holder.clone(),
+            };
+            (Some(LockMode::Exclusive), vec![holding])
+        }
+        _ => (None, Vec::new()),
+    };
     let state = LockState {
         name: name.clone(),
         key: keys.lock().to_vec(),
@@ -118,8 +195,10 @@ fn node_state(name: &LockName, keys: &LockKeys, reply: InspectReply) -> (LockSta
         fencing_token: reply.fencing_token,
         waiters: reply.waiters,
         holder: reply.holder,
+        mode,
+        holders,
     };
-    (state, reply.is_hash)
+    (state, reply.is_lock)
 }
 
 /// The lock as a quorum of nodes sees it (one node: that node's view). Held only by an
@@ -150,6 +229,8 @@ fn combine(mut states: Vec<(LockState, bool)>, quorum: usize) -> (LockState, boo
         hold_count: 0,
         remaining_ttl: None,
         holder: None,
+        mode: None,
+        holders: Vec::new(),
         ..states[0].0.clone()
     });
     state.fencing_token = token;
@@ -178,6 +259,8 @@ mod tests {
             fencing_token: token,
             waiters: 0,
             holder: None,
+            mode: None,
+            holders: Vec::new(),
         };
         (state, owner.is_some())
     }

@@ -13,8 +13,12 @@ use crate::transport::backend::Conn;
 /// Keys asked for per SCAN call.
 const SCAN_COUNT: usize = 1000;
 
-/// Every hash key matching the glob `pattern`, on every master or node of `client`. Each
-/// SCAN call is bounded by the command timeout.
+/// The types of Redis keys that can be locks: hashes (locks and read-write locks) and ZSETs
+/// (semaphores). SCAN filters by one type per pass.
+const LOCK_TYPES: [&str; 2] = ["hash", "zset"];
+
+/// Every key matching the glob `pattern` that can be a lock, on every master or node of
+/// `client`. Each SCAN call is bounded by the command timeout.
 pub(crate) async fn scan_keys(
     client: &ClientInner,
     pattern: &[u8],
@@ -26,8 +30,12 @@ pub(crate) async fn scan_keys(
     // does not answer is skipped (a lock held by a quorum is on a node that answered).
     let mut failures = Vec::new();
     for conn in &client.nodes {
-        if let Err(error) = scan_node(conn.clone(), &what, timeout, pattern, &mut keys).await {
-            failures.push(error);
+        for kind in LOCK_TYPES {
+            let scanned = scan_node(conn.clone(), &what, timeout, (pattern, kind), &mut keys);
+            if let Err(error) = scanned.await {
+                failures.push(error);
+                break;
+            }
         }
     }
     if failures.len() > client.nodes.len() - client.quorum() {
@@ -38,13 +46,13 @@ pub(crate) async fn scan_keys(
     Ok(keys)
 }
 
-/// Appends the keys matching `pattern` on one connection: its server, or every master of a
-/// Cluster.
+/// Appends the keys of type `kind` matching `pattern` on one connection: its server, or
+/// every master of a Cluster.
 async fn scan_node(
     mut conn: Conn,
     what: &LockName,
     timeout: Duration,
-    pattern: &[u8],
+    pattern: (&[u8], &str),
     keys: &mut Vec<Vec<u8>>,
 ) -> Result<(), LockError> {
     #[cfg(feature = "cluster")]
@@ -71,7 +79,7 @@ async fn scan_cluster(
     lazy: &crate::transport::backend::LazyCluster,
     what: &LockName,
     timeout: Duration,
-    pattern: &[u8],
+    pattern: (&[u8], &str),
     keys: &mut Vec<Vec<u8>>,
 ) -> Result<(), LockError> {
     use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
@@ -98,7 +106,8 @@ async fn scan_cluster(
     Ok(())
 }
 
-fn scan(cursor: u64, pattern: &[u8]) -> Cmd {
+/// One SCAN call for keys matching `pattern` of type `kind`.
+fn scan(cursor: u64, (pattern, kind): (&[u8], &str)) -> Cmd {
     let mut cmd = redis::cmd("SCAN");
     cmd.arg(cursor)
         .arg("MATCH")
@@ -106,7 +115,7 @@ fn scan(cursor: u64, pattern: &[u8]) -> Cmd {
         .arg("COUNT")
         .arg(SCAN_COUNT)
         .arg("TYPE")
-        .arg("hash");
+        .arg(kind);
     cmd
 }
 

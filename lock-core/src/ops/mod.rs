@@ -23,7 +23,9 @@ const LIST_IN_FLIGHT: usize = 64;
 
 impl LockClient {
     /// Reads the lock `name` as it is in Redis now: holder, hold count, remaining lease,
-    /// fencing token, waiters and the holder's metadata. Takes no lock.
+    /// fencing token, waiters and the holder's metadata — or a read-write lock's readers or
+    /// writer, or a semaphore's permit holders ([`LockState::mode`],
+    /// [`LockState::holders`]). Takes no lock.
     ///
     /// Under Redlock every node is read and the lock is held only by an owner a quorum of
     /// them agrees on (shortest remaining lease among them, highest fencing token of all);
@@ -46,7 +48,8 @@ impl LockClient {
     /// Redlock node.
     ///
     /// With an empty key prefix (Redisson interop) every hash of the database is a
-    /// candidate (distlock's own bookkeeping keys are no hashes).
+    /// candidate (distlock's own bookkeeping keys are no hashes), and every ZSET with a
+    /// semaphore's records beside it.
     ///
     /// # Errors
     /// The Redis errors.
@@ -84,7 +87,8 @@ impl LockClient {
 
     /// Deletes the lock `name` whoever holds it, for operators: its holder record goes too,
     /// the next queued waiter gets the lock (or every waiter is woken), and the former
-    /// holder's guard reports the lock lost at its next renewal. Mutual exclusion is broken
+    /// holder's guard reports the lock lost at its next renewal. A read-write lock loses
+    /// all its readers or its writer, a semaphore all its permits. Mutual exclusion is broken
     /// for the former holder's remaining work: use it on stuck holders only.
     ///
     /// Answers `false` when the lock was not held.
@@ -97,7 +101,16 @@ impl LockClient {
     /// [`inspect`](Self::inspect) tells.
     pub async fn force_release(&self, name: impl Into<LockName>) -> Result<bool, LockError> {
         let name = name.into();
-        let keys = self.inner.keys(&name, LockMode::Exclusive)?;
+        // A read-write lock or a semaphore has scripts of its own (one Redis: no Redlock).
+        let mode = match self.inner.nodes.len() {
+            1 => self.inspect(&name).await?.mode(),
+            _ => None,
+        };
+        let mode = match mode {
+            Some(mode @ (LockMode::Read | LockMode::Write | LockMode::Permit)) => mode,
+            _ => LockMode::Exclusive,
+        };
+        let keys = self.inner.keys(&name, mode)?;
         // Every node: a Redlock lock lives on a majority of them.
         let call = scripts::force_release(&keys, self.inner.config.publish);
         let mut released = false;

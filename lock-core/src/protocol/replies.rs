@@ -6,6 +6,7 @@ use std::time::Duration;
 use redis::{FromRedisValue, ParsingError, Value};
 
 use crate::protocol::holder::HolderInfo;
+use crate::protocol::mode::LockMode;
 
 /// The answer to ACQUIRE.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,8 +136,8 @@ impl FromRedisValue for ForceReleaseReply {
 /// "nothing there".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct InspectReply {
-    /// The key is a hash (a lock, or something in its place).
-    pub(crate) is_hash: bool,
+    /// The key is a lock of some kind (a hash, or a semaphore's ZSET).
+    pub(crate) is_lock: bool,
     /// The holding owner and its hold count (the hash's first owner field; the script
     /// leaves the holder record out).
     pub(crate) owner: Option<(String, u64)>,
@@ -148,10 +149,24 @@ pub(crate) struct InspectReply {
     pub(crate) waiters: usize,
     /// The holder's record, if it has one.
     pub(crate) holder: Option<HolderInfo>,
+    /// What the key is: `None` for a lock, else a read-write lock's mode or a semaphore.
+    pub(crate) mode: Option<LockMode>,
+    /// Every holder of a read-write lock or a semaphore: owner, token, TTL, record.
+    pub(crate) holdings: Vec<HoldingReply>,
+}
+
+/// One holder of a read-write lock or a semaphore, as INSPECT lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct HoldingReply {
+    pub(crate) owner: String,
+    pub(crate) token: u64,
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) holder: Option<HolderInfo>,
 }
 
 impl FromRedisValue for InspectReply {
-    /// `{type, owners and counts, pttl, token, waiters, holder record fields}`.
+    /// `{type, owners and counts, pttl, token, waiters, holder record fields, kind,
+    /// holdings}`.
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let mut items = Vec::<Value>::from_redis_value(v)?.into_iter();
         let mut next = || items.next().unwrap_or(Value::Nil);
@@ -161,17 +176,50 @@ impl FromRedisValue for InspectReply {
         let fencing_token = u64::from_redis_value(next()).unwrap_or(0);
         let waiters = usize::from_redis_value(next()).unwrap_or(0);
         let record = Vec::<String>::from_redis_value(next()).unwrap_or_default();
+        let mode = match String::from_redis_value(next())
+            .unwrap_or_default()
+            .as_str()
+        {
+            "read" => Some(LockMode::Read),
+            "write" => Some(LockMode::Write),
+            "permit" => Some(LockMode::Permit),
+            _ => None,
+        };
+        let flat = Vec::<Value>::from_redis_value(next()).unwrap_or_default();
         let owner = fields.into_iter().next();
         Ok(Self {
-            is_hash: kind == "hash",
+            is_lock: kind == "hash" || mode == Some(LockMode::Permit),
             remaining_ttl: (owner.is_some() && pttl >= 0)
                 .then(|| Duration::from_millis(pttl.unsigned_abs())),
             owner,
             fencing_token,
             waiters,
             holder: HolderInfo::from_fields(&record),
+            mode,
+            holdings: holdings(flat),
         })
     }
+}
+
+/// Reads INSPECT's flattened holders: owner, token, TTL ms, n, then n record fields.
+fn holdings(flat: Vec<Value>) -> Vec<HoldingReply> {
+    let mut items = flat.into_iter();
+    let mut out = Vec::new();
+    while let Some(owner) = items.next() {
+        let mut int = || i64::from_redis_value(items.next().unwrap_or(Value::Nil)).unwrap_or(0);
+        let (token, ttl, n) = (int(), int(), int());
+        let fields: Vec<String> = (&mut items)
+            .take(usize::try_from(n).unwrap_or(0))
+            .map(|v| String::from_redis_value(v).unwrap_or_default())
+            .collect();
+        out.push(HoldingReply {
+            owner: String::from_redis_value(owner).unwrap_or_default(),
+            token: token.unsigned_abs(),
+            ttl: (ttl >= 0).then(|| Duration::from_millis(ttl.unsigned_abs())),
+            holder: HolderInfo::from_fields(&fields),
+        });
+    }
+    out
 }
 
 /// The answer to RENEW: per lock of the call, in call order, its TTL in ms (0: lost).
@@ -251,7 +299,7 @@ mod tests {
             Value::Array(vec![]),
         ]);
         let state = InspectReply::from_redis_value(reply).unwrap();
-        assert!(state.is_hash && state.owner.is_none() && state.remaining_ttl.is_none());
+        assert!(state.is_lock && state.owner.is_none() && state.remaining_ttl.is_none());
         let held = Value::Array(vec![
             Value::SimpleString("hash".into()),
             Value::Array(vec![bulk("u:1"), bulk("1")]),

@@ -7,7 +7,7 @@
 use std::io::IsTerminal;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_core::{HolderInfo, LockState};
+use lock_core::{HolderInfo, Holding, LockMode, LockState};
 use serde_json::{json, Value};
 
 /// Prints `value` as one line of JSON, or the text `text` makes.
@@ -49,7 +49,32 @@ pub(crate) fn state_json(state: &LockState) -> Value {
         "fencing_token": state.fencing_token(),
         "waiters": state.waiters(),
         "holder": state.holder().map(holder_json),
+        "mode": state.mode().map(LockMode::as_str),
+        "holders": state.holders().iter().map(holding_json).collect::<Vec<_>>(),
     })
+}
+
+/// One holder of a lock, a read-write lock or a semaphore, as JSON.
+fn holding_json(holding: &Holding) -> Value {
+    json!({
+        "owner": holding.owner(),
+        "fencing_token": holding.fencing_token(),
+        "ttl_ms": holding.remaining_ttl().map(|d| d.as_millis()),
+        "holder": holding.holder().map(holder_json),
+    })
+}
+
+/// What holds a read-write lock or a semaphore, in words: `3 readers`, `a writer`,
+/// `2 permits`; `None` for a lock.
+fn holders_word(state: &LockState) -> Option<String> {
+    let n = state.holders().len();
+    let plural = if n == 1 { "" } else { "s" };
+    match state.mode()? {
+        LockMode::Read => Some(format!("{n} reader{plural}")),
+        LockMode::Write => Some("a writer".to_owned()),
+        LockMode::Permit => Some(format!("{n} permit{plural}")),
+        _ => None,
+    }
 }
 
 /// Several locks as a JSON array.
@@ -97,12 +122,30 @@ pub(crate) fn state_text(state: &LockState) -> String {
     if !state.is_held() {
         out.push_str("state     free\n");
     } else {
-        out.push_str(&format!("held by   {}\n", who(state)));
-        out.push_str(&format!(
-            "owner     {} (hold count {})\n",
-            state.owner().unwrap_or("?"),
-            state.hold_count()
-        ));
+        match holders_word(state) {
+            Some(word) => {
+                out.push_str(&format!("held by   {word}\n"));
+                for holding in state.holders() {
+                    let who = match holding.holder() {
+                        Some(holder) => holder.to_string(),
+                        None => format!("owner {}", holding.owner()),
+                    };
+                    let lease = holding
+                        .remaining_ttl()
+                        .map_or("no expiry".to_owned(), |t| format!("{} left", seconds(t)));
+                    let token = holding.fencing_token();
+                    out.push_str(&format!("  holder  {who}, token {token}, {lease}\n"));
+                }
+            }
+            None => {
+                out.push_str(&format!("held by   {}\n", who(state)));
+                out.push_str(&format!(
+                    "owner     {} (hold count {})\n",
+                    state.owner().unwrap_or("?"),
+                    state.hold_count()
+                ));
+            }
+        }
         let lease = state
             .remaining_ttl()
             .map_or("no expiry".to_owned(), |t| format!("{} left", seconds(t)));
@@ -130,6 +173,9 @@ pub(crate) fn released_text(before: &LockState, released: bool) -> String {
 /// `Display`, which adds the request id and the acquisition time (the table has a HELD FOR
 /// column instead).
 fn holder_cell(state: &LockState) -> String {
+    if let Some(word) = holders_word(state).filter(|_| state.holders().len() != 1) {
+        return word;
+    }
     match (state.holder(), state.owner()) {
         (Some(h), _) => match h.pid() {
             Some(pid) => format!("{}@{} (pid {pid})", h.service(), h.host()),

@@ -1,22 +1,65 @@
--- INSPECT: a consistent snapshot of one lock; reads only.
+-- INSPECT: a consistent snapshot of one lock of any kind; reads only.
 -- KEYS: key, queue, deadlines, and fence under Redlock only.
 -- ARGV: none.
--- Returns {type of the lock key, the lock's owners and hold counts (HGETALL without the
--- holder record), pttl, the holder's fencing token (0: none), live waiters, holder fields
--- (owner, service, host, pid, acquired-at ms, request id) or {}}.
+-- Returns {type of the lock key, the owners and hold counts (for a lock or read-write lock
+-- its hash's counts, for a semaphore each live permit's owner with 1), pttl, the holder's
+-- fencing token (0: none), live waiters, holder fields (owner, service, host, pid,
+-- acquired-at ms, request id) or {}, the kind ('' a lock, 'read' or 'write' a read-write
+-- lock, 'permit' a semaphore), and for the last two every holder as owner, token, TTL ms, n
+-- and n holder fields, flattened}.
 -- @prelude
 local kind = redis.call('type', key).ok
-local owners, record = {}, nil
+local now = ms_of(redis.call('time'))
+local owners, record, mode, holdings = {}, nil, '', {}
+local function holding(owner, rec, ttl)
+  local fields = holder_fields(rec)
+  holdings[#holdings + 1] = owner
+  holdings[#holdings + 1] = token_of(rec)
+  holdings[#holdings + 1] = ttl
+  holdings[#holdings + 1] = #fields
+  for _, v in ipairs(fields) do holdings[#holdings + 1] = v end
+end
 if kind == 'hash' then
   local fields = redis.call('hgetall', key)
+  local records, prefix = {}, HOLDER_FIELD .. ':'
   for i = 1, #fields, 2 do
-    if fields[i] == HOLDER_FIELD then
-      record = fields[i + 1]
+    local f, v = fields[i], fields[i + 1]
+    if f == HOLDER_FIELD then
+      record = v
+    elseif string.sub(f, 1, #prefix) == prefix then
+      records[string.sub(f, #prefix + 1)] = v
+    elseif f == 'mode' then
+      mode = v
     else
-      owners[#owners + 1] = fields[i]
-      owners[#owners + 1] = fields[i + 1]
+      owners[#owners + 1] = f
+      owners[#owners + 1] = v
     end
   end
+  if mode ~= '' then
+    local ttl = redis.call('pttl', key)
+    for i = 1, #owners, 2 do
+      local o = owners[i]
+      local own_ttl = ttl
+      if string.sub(o, -6) ~= ':write' then
+        own_ttl = redis.call('pttl', '{' .. key .. '}:' .. o .. ':rwlock_timeout:' .. owners[i + 1])
+      end
+      holding(o, records[o], own_ttl)
+      if not record or string.sub(o, -6) == ':write' then record = records[o] end
+    end
+  end
+elseif kind == 'zset' and redis.call('exists', HOLDERS_PREFIX .. '{' .. key .. '}') == 1 then
+  -- A semaphore (any other ZSET has no records beside it).
+  mode = 'permit'
+  local permits = redis.call('zrangebyscore', key, '(' .. now, '+inf', 'WITHSCORES')
+  local records = HOLDERS_PREFIX .. '{' .. key .. '}'
+  for i = 1, #permits, 2 do
+    local rec = redis.call('hget', records, permits[i])
+    owners[#owners + 1] = permits[i]
+    owners[#owners + 1] = 1
+    holding(permits[i], rec or nil, tonumber(permits[i + 1]) - now)
+    record = record or rec or nil
+  end
 end
-local waiters = redis.call('zcount', deadlines, '(' .. ms_of(redis.call('time')), '+inf')
-return {kind, owners, redis.call('pttl', key), token_of(record), waiters, holder_fields(record)}
+local waiters = redis.call('zcount', deadlines, '(' .. now, '+inf')
+return {kind, owners, redis.call('pttl', key), token_of(record), waiters,
+  holder_fields(record), mode, holdings}
