@@ -61,21 +61,21 @@ async fn readers_share_and_writers_are_alone_across_processes() {
     assert_eq!(keys_left(&server).await, Vec::<String>::new());
 }
 
-/// Readers that keep coming, each holding 500 ms, never leave the lock free; a writer that
+/// Readers that keep coming, each holding 800 ms, never leave the lock free; a writer that
 /// starts waiting gets it within 2 × a reader's hold, because new readers queue behind it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_writer_is_not_starved_by_a_stream_of_readers() {
-    const HOLD: Duration = Duration::from_millis(500);
+    const HOLD: Duration = Duration::from_millis(800);
     let server = RedisServer::start();
     let locks = client(&server.url());
-    let until = Instant::now() + Duration::from_secs(4);
+    let until = Instant::now() + Duration::from_secs(5);
     let reading = Arc::new(AtomicUsize::new(0));
     let mut readers = Vec::new();
     for i in 0..6u64 {
         let (locks, reading) = (locks.clone(), Arc::clone(&reading));
         readers.push(tokio::spawn(async move {
             // Staggered starts: some reader is always inside.
-            tokio::time::sleep(Duration::from_millis(i * 80)).await;
+            tokio::time::sleep(Duration::from_millis(i * 130)).await;
             while Instant::now() < until {
                 let guard = locks.read_lock("report").wait(GENEROUS).await.unwrap();
                 reading.fetch_add(1, Ordering::SeqCst);
@@ -206,14 +206,14 @@ async fn reentry_and_tokens() {
 async fn the_watchdog_renews_both_sides_and_lost_fires() {
     let server = RedisServer::start();
     let locks = builder(&server.url())
-        .lease(Duration::from_millis(600))
+        .lease(Duration::from_secs(1))
         .build()
         .unwrap();
     let read = locks.read_lock("renewed_r").await.unwrap();
     let write = locks.write_lock("renewed_w").await.unwrap();
     let plain = locks.lock("renewed_x").await.unwrap();
     assert_eq!(locks.renewing(), 3);
-    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
     assert!(read.is_held() && write.is_held() && plain.is_held());
     let other = client(&server.url());
     assert!(other

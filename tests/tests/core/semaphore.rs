@@ -179,12 +179,12 @@ async fn each_caller_counts_against_its_own_capacity() {
 async fn renewal_loss_reentry_and_busy_answers() {
     let server = RedisServer::start();
     let locks = builder(&server.url())
-        .lease(Duration::from_millis(600))
+        .lease(Duration::from_secs(1))
         .build()
         .unwrap();
     let other = client(&server.url());
     let permit = locks.semaphore("renewed", 1).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
     assert!(permit.is_held());
     let busy = other
         .semaphore("renewed", 1)
