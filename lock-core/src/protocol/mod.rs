@@ -19,6 +19,15 @@
 //! - fence `distlock__fence:{<key>}` (Redlock only): a floor for the next tokens, kept for a
 //!   lease after a majority was taken.
 //!
+//! The read-write lock is Redisson's `RReadWriteLock` layout (the hash's `mode`, reader
+//! fields, `<owner>:write`, each reader hold's `{<key>}:<owner>:rwlock_timeout:<n>`, channel
+//! `redisson_rwlock:{<key>}`), with one record per distlock holder in
+//! `distlock:holder:<owner>` and its own queue (`distlock__rwqueue:`, `distlock__rwwaiters:`).
+//! A semaphore is a ZSET `owner → expiry` at the key, its records in the hash
+//! `distlock__holders:{<key>}`, its queue `distlock__semqueue:`/`distlock__semwaiters:`, its
+//! channel `distlock__semaphore:{<key>}`. Each kind has its own queue, so a waiter is never
+//! handed a hold of another kind on the same name.
+//!
 //! No key outlives its lock: an uncontended acquire and release leave nothing behind, the
 //! hash expires with its lease when its holder dies, and the queue, deadlines and fence
 //! expire by themselves. Fencing tokens are the Redis clock in microseconds at the grant,

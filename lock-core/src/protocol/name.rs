@@ -103,9 +103,15 @@ impl fmt::Debug for LockName {
     }
 }
 
-/// Prefixes of the companion keys, each followed by `{<lock key>}`.
+/// Prefixes of the companion keys, each followed by `{<lock key>}`. Each kind of lock has
+/// its own queue, so that a waiter of one kind is never handed a hold of another on the
+/// same name (one name, one kind of lock; a mix only waits).
 const QUEUE_PREFIX: &str = "distlock__queue:";
 const DEADLINES_PREFIX: &str = "distlock__waiters:";
+const RW_QUEUE_PREFIX: &str = "distlock__rwqueue:";
+const RW_DEADLINES_PREFIX: &str = "distlock__rwwaiters:";
+const SEM_QUEUE_PREFIX: &str = "distlock__semqueue:";
+const SEM_DEADLINES_PREFIX: &str = "distlock__semwaiters:";
 const FENCE_PREFIX: &str = "distlock__fence:";
 /// A semaphore's holder records: a hash beside its ZSET of holders.
 pub(crate) const HOLDERS_PREFIX: &str = "distlock__holders:";
@@ -196,7 +202,12 @@ impl LockKeys {
     pub(crate) fn in_key_order(&self) -> impl Iterator<Item = (&'static str, &[u8])> + Clone {
         let tag = &self.channel[self.mode.channel_prefix().len()..];
         let holders = (self.mode == LockMode::Permit).then_some(HOLDERS_PREFIX);
-        let companions = [QUEUE_PREFIX, DEADLINES_PREFIX]
+        let queue = match self.mode {
+            LockMode::Exclusive => [QUEUE_PREFIX, DEADLINES_PREFIX],
+            LockMode::Read | LockMode::Write => [RW_QUEUE_PREFIX, RW_DEADLINES_PREFIX],
+            LockMode::Permit => [SEM_QUEUE_PREFIX, SEM_DEADLINES_PREFIX],
+        };
+        let companions = queue
             .into_iter()
             .chain(holders)
             .chain(self.fenced.then_some(FENCE_PREFIX));
@@ -285,7 +296,16 @@ mod tests {
         let rw = LockKeys::new("p:", &name, LockMode::Write, false);
         assert_eq!(rw.lock(), b"p:item_7");
         assert_eq!(rw.channel(), b"redisson_rwlock:{p:item_7}");
-        assert_eq!(spelled(&rw)[1], b"distlock__queue:{p:item_7}");
+        assert_eq!(spelled(&rw)[1], b"distlock__rwqueue:{p:item_7}");
+        let sem = LockKeys::new("p:", &name, LockMode::Permit, false);
+        assert_eq!(
+            spelled(&sem)[1..],
+            [
+                &b"distlock__semqueue:{p:item_7}"[..],
+                b"distlock__semwaiters:{p:item_7}",
+                b"distlock__holders:{p:item_7}"
+            ]
+        );
     }
 
     #[test]

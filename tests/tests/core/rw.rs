@@ -342,6 +342,38 @@ async fn an_exclusive_lock_of_the_name_is_busy_and_untouched() {
     plain.release().await.unwrap();
     let read = other.read_lock("mixed").await.unwrap();
     assert!(locks.lock("mixed").try_acquire().await.unwrap().is_none());
+    // A waiter of one kind is never handed a hold of the other: it waits for the name to be
+    // free, then takes its own kind.
+    let waiting = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.lock("mixed").wait(GENEROUS).await }
+    });
+    let reader_waiting = tokio::spawn({
+        let other = other.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            other.write_lock("mixed").wait(GENEROUS).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
     read.release().await.unwrap();
+    // The writer is in the read-write lock's queue and is handed it; the exclusive waiter
+    // waits on, then takes the exclusive lock once the writer is done.
+    let writer = reader_waiting.await.unwrap().unwrap();
+    assert_eq!(writer.mode(), LockMode::Write);
+    assert!(
+        !waiting.is_finished(),
+        "an exclusive hold beside the writer"
+    );
+    writer.release().await.unwrap();
+    let plain = waiting.await.unwrap().unwrap();
+    assert_eq!(plain.mode(), LockMode::Exclusive);
+    assert!(other
+        .read_lock("mixed")
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    plain.release().await.unwrap();
     assert_eq!(keys_left(&server).await, Vec::<String>::new());
 }

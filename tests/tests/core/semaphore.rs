@@ -106,7 +106,7 @@ async fn waiters_are_served_in_arrival_order() {
         }));
         // Queued (subscribed) before the next one starts.
         let conn = server.conn().await;
-        let queue = format!("distlock__queue:{{{}}}", lock_key("slots"));
+        let queue = format!("distlock__semqueue:{{{}}}", lock_key("slots"));
         wait_until("the waiter queued", GENEROUS, || {
             let (mut conn, queue) = (conn.clone(), queue.clone());
             async move {
