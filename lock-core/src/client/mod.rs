@@ -1,12 +1,14 @@
-//! The client: the handle ([`handle`]), its builder with every setting ([`builder`]) and
-//! the process-wide default client ([`default`]).
+//! The client: the handle ([`handle`]), the lock family's requests ([`family`]), its builder
+//! with every setting ([`builder`]) and the process-wide default client ([`default`]).
 //!
-//! Where `impl LockClient` lives: [`handle`] holds the one block for making a client and
-//! taking locks; the operator's tools (inspect, list, force release) are the one other
-//! block, in [`crate::ops`], so that this module does not depend on the operations built on
-//! it. `LockClientBuilder` and `ClientInner` have all their impls in their own file.
+//! Where `impl LockClient` lives: [`handle`] holds the block for making a client and taking
+//! the exclusive lock, [`family`] the block for read-write locks, semaphores and
+//! multi-locks; the operator's tools (inspect, list, force release) are the one other block,
+//! in [`crate::ops`], so that this module does not depend on the operations built on it.
+//! `LockClientBuilder` and `ClientInner` have all their impls in their own file.
 
 pub(crate) mod builder;
 pub(crate) mod config;
 pub(crate) mod default;
+pub(crate) mod family;
 pub(crate) mod handle;

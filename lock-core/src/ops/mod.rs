@@ -1,9 +1,8 @@
 //! The operator's tools: inspecting one lock ([`inspect`]), listing locks with SCAN
 //! ([`list`]), and forcing a release.
 //!
-//! The `impl LockClient` block below is the client's one other inherent block besides
-//! [`crate::client::handle`]'s: every operator method of the client is here, and nowhere
-//! else (see [`crate::client`]).
+//! The `impl LockClient` block below holds every operator method of the client, and
+//! nowhere else has one (see [`crate::client`] for the client's other blocks).
 
 pub(crate) mod inspect;
 pub(crate) mod list;
