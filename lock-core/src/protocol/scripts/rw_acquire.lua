@@ -34,8 +34,7 @@ if redis.call('exists', key) == 1 and not redis.call('hget', key, 'mode') then
 end
 local t = redis.call('time')
 local now = ms_of(t)
-local readers, writers, top = holds()
-if readers[owner] or writers[owner] then
+if redis.call('hexists', key, owner) == 1 then
   -- Already ours (a retry after a lost reply).
   if side == 'read' then
     redis.call('set', timeout_key(owner, 1), 1, 'px', lease_ms)
@@ -45,6 +44,12 @@ if readers[owner] or writers[owner] then
   end
   return {1, token_of(redis.call('hget', key, record_field(owner)))}
 end
+-- A reader joining readers with nobody queued: no need to read every hold.
+if side == 'read' and redis.call('exists', queue) == 0
+    and redis.call('hget', key, 'mode') == 'read' then
+  return {1, grant_side(owner, meta, lease_ms, t, 0)}
+end
+local readers, writers, top = holds()
 local held = prune_readers(readers, writers)
 if not held then
   -- Every holder died: the lock is free (their records go with the hash).

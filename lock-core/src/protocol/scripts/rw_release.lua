@@ -48,6 +48,11 @@ redis.call('hdel', key, owner, record_field(owner))
 if not writer then
   redis.call('del', timeout_key(owner, 1))
 end
+if not writer and redis.call('exists', queue) == 0 and redis.call('hlen', key) > 1 then
+  -- Other holds remain and nobody waits: nothing to hand on, no need to read every hold
+  -- (dead readers go with the hash's TTL, or at the next contended call).
+  return 1
+end
 local readers, writers, top = holds()
 local floor = math.max(top, released)
 local t = redis.call('time')
