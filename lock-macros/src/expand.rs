@@ -121,7 +121,12 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
         Hold::One {
             kind: Kind::Permit(permits),
             ..
-        } => Some(quote_spanned!(permits.span()=> , #permits)),
+        } => {
+            // Typed here, at the user's expression: a wrong type is reported on it, with no
+            // note pointing into lock-core.
+            let typed = format_ident!("__distlock_permits", span = Span::mixed_site());
+            Some(quote_spanned!(permits.span()=> , { let #typed: u32 = #permits; #typed }))
+        }
         _ => None,
     };
 

@@ -144,14 +144,33 @@ pub(crate) async fn state(
     name: LockName,
     keys: LockKeys,
 ) -> Result<(LockState, bool), LockError> {
-    let call = scripts::inspect(&keys);
-    let answers = client.eval_each(&name, client.config.lease, call).await;
+    let (state, is_lock) = read(client, &name, &keys).await?;
+    // A read-write lock or a semaphore keeps its waiters in its own queue: read it there.
+    match state.mode {
+        Some(mode @ (LockMode::Read | LockMode::Write | LockMode::Permit))
+            if keys.mode() == LockMode::Exclusive =>
+        {
+            let keys = LockKeys::for_key(keys.lock(), mode, client.nodes.len() > 1);
+            read(client, &name, &keys).await
+        }
+        _ => Ok((state, is_lock)),
+    }
+}
+
+/// One INSPECT of `keys` on every node, combined.
+async fn read(
+    client: &ClientInner,
+    name: &LockName,
+    keys: &LockKeys,
+) -> Result<(LockState, bool), LockError> {
+    let call = scripts::inspect(keys);
+    let answers = client.eval_each(name, client.config.lease, call).await;
     let nodes = answers.len();
     let mut states = Vec::with_capacity(nodes);
     let mut first_error = None;
     for answer in answers {
         match answer {
-            Ok(reply) => states.push(node_state(&name, &keys, reply)),
+            Ok(reply) => states.push(node_state(name, keys, reply)),
             Err(error) => {
                 first_error.get_or_insert(error);
             }

@@ -163,6 +163,11 @@ static FORCE_RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("scripts/force_release.lua")));
 static INSPECT: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("scripts/inspect.lua")));
+// The same, with a read-write lock's or a semaphore's keys (their own queue).
+static RW_INSPECT: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::of(include_str!("scripts/inspect.lua"), LockMode::Read));
+static SEM_INSPECT: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::of(include_str!("scripts/inspect.lua"), LockMode::Permit));
 // One key, no prelude: the lock's hash.
 static TOUCH: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("scripts/touch.lua")));
@@ -353,9 +358,14 @@ pub(crate) fn force_release(keys: &LockKeys, publish: Publish) -> Call<ForceRele
     script.call(keys, &[Arg::Str(publish.command())])
 }
 
-/// An INSPECT call.
+/// An INSPECT call; its waiters are counted in the queue of the keys' mode.
 pub(crate) fn inspect(keys: &LockKeys) -> Call<InspectReply> {
-    INSPECT.call(keys, &[])
+    let script = match keys.mode() {
+        LockMode::Exclusive => &INSPECT,
+        LockMode::Read | LockMode::Write => &RW_INSPECT,
+        LockMode::Permit => &SEM_INSPECT,
+    };
+    script.call(keys, &[])
 }
 
 /// A RENEW call for `(keys, owner, lease)` of each lock: the lock keys as KEYS, then each
