@@ -201,10 +201,10 @@ impl MultiLockRequest {
                 reason: "lock_all needs at least one name".to_owned(),
             });
         };
-        let order = self.global_order()?;
+        let (order, keys) = self.global_order()?;
+        let first_given = order.iter().position(|n| *n == first).unwrap_or(0);
         let deadline = self.wait.map(|wait| Instant::now() + wait);
-        if let Some(guards) = at_once(self.at_once_request(&order)?).await? {
-            let first_given = order.iter().position(|n| *n == first).unwrap_or(0);
+        if let Some(guards) = at_once(self.at_once_request(&order, keys)?).await? {
             return Ok(MultiLockGuard {
                 guards,
                 first_given,
@@ -220,7 +220,6 @@ impl MultiLockRequest {
                 }
             }
         }
-        let first_given = order.iter().position(|n| *n == first).unwrap_or(0);
         Ok(MultiLockGuard {
             guards,
             first_given,
@@ -230,17 +229,17 @@ impl MultiLockRequest {
     /// What the uncontended path needs, when it applies: one server or one slot of a
     /// Cluster, not Redlock (names need a majority each), no replica acknowledgement, and
     /// no name already held by the caller's scope (re-entry is the one-by-one path's).
-    fn at_once_request(&self, order: &[LockName]) -> Result<Option<AtOnce>, LockError> {
+    fn at_once_request(
+        &self,
+        order: &[LockName],
+        keys: Vec<LockKeys>,
+    ) -> Result<Option<AtOnce>, LockError> {
         let inner = &self.client.inner;
         if order.len() < 2 || inner.nodes.len() > 1 || inner.config.min_replicas.is_some() {
             return Ok(None);
         }
         let lease = self.lease.unwrap_or(inner.config.lease);
         check_request_lease(&order[0], lease)?;
-        let mut keys = Vec::with_capacity(order.len());
-        for name in order {
-            keys.push(inner.keys(name, LockMode::Exclusive)?);
-        }
         let scope = Scope::current();
         let reentry = scope
             .as_ref()
@@ -260,18 +259,18 @@ impl MultiLockRequest {
         }))
     }
 
-    /// The distinct names in the order of their Redis keys: one total order for every
-    /// client of the same key prefix, so no two callers wait for each other in a cycle.
-    fn global_order(&self) -> Result<Vec<LockName>, LockError> {
+    /// The distinct names, and their keys, in the order of their Redis keys: one total
+    /// order for every client of the same key prefix, so no two callers wait for each other
+    /// in a cycle.
+    fn global_order(&self) -> Result<(Vec<LockName>, Vec<LockKeys>), LockError> {
         let inner = &self.client.inner;
         let mut keyed = Vec::with_capacity(self.names.len());
         for name in &self.names {
-            let keys = inner.keys(name, LockMode::Exclusive)?;
-            keyed.push((keys.lock().to_vec(), name.clone()));
+            keyed.push((inner.keys(name, LockMode::Exclusive)?, name.clone()));
         }
-        keyed.sort_by(|a, b| a.0.cmp(&b.0));
-        keyed.dedup_by(|a, b| a.0 == b.0);
-        Ok(keyed.into_iter().map(|(_, name)| name).collect())
+        keyed.sort_by(|a, b| a.0.lock().cmp(b.0.lock()));
+        keyed.dedup_by(|a, b| a.0.lock() == b.0.lock());
+        Ok(keyed.into_iter().map(|(keys, name)| (name, keys)).unzip())
     }
 }
 
