@@ -57,6 +57,15 @@ pub async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
         .expect("PTTL")
 }
 
+/// Every key of the server (KEYS: test servers are small), to check that nothing is left.
+pub async fn keys_left(conn: &mut MultiplexedConnection) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg("*")
+        .query_async(conn)
+        .await
+        .expect("KEYS")
+}
+
 /// Polls `check` every 10 ms until it is true; panics naming `what` after `bound`.
 pub async fn wait_until<F, Fut>(what: &str, bound: Duration, mut check: F)
 where

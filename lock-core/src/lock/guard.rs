@@ -13,6 +13,7 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::client::config::check_request_lease;
 use crate::error::LockError;
+use crate::lock::guarded::Guarded;
 use crate::lock::held::{finish_in_background, Held};
 use crate::lock::quorum::{renewal, Renewal};
 use crate::lock::scope::LockInfo;
@@ -181,6 +182,26 @@ impl Drop for LockGuard {
         if self.active && self.held.release_hold() {
             Arc::clone(&self.held).release_detached();
         }
+    }
+}
+
+impl Guarded for LockGuard {
+    type Lost = Lost;
+
+    fn lost(&self) -> Lost {
+        LockGuard::lost(self)
+    }
+
+    fn lost_error(&self) -> LockError {
+        LockGuard::lost_error(self)
+    }
+
+    fn info(&self) -> LockInfo {
+        LockGuard::info(self)
+    }
+
+    fn release(self) -> impl Future<Output = Result<(), LockError>> + Send {
+        LockGuard::release(self)
     }
 }
 

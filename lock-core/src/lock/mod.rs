@@ -1,8 +1,9 @@
 //! A lock's lifecycle: the request and its options ([`request`]), the acquisition
 //! ([`acquire`], with its clean-up guard [`pending`] and the Redlock tallies of
 //! [`quorum`]), the hold shared by reentrant guards ([`held`]), the guard itself
-//! ([`guard`]), multi-locks ([`multi`]), reentrancy scopes ([`scope`]), renewal ([`watchdog`]), replica
-//! acknowledgement ([`replicas`]) and local-clock arithmetic ([`time`]).
+//! ([`guard`]), running work under a hold ([`guarded`]), multi-locks ([`multi`]),
+//! reentrancy scopes ([`scope`]), renewal ([`watchdog`]), replica acknowledgement
+//! ([`replicas`]) and local-clock arithmetic ([`time`]).
 //!
 //! This module and [`crate::client`] depend on each other, by design: the client makes
 //! requests and owns the watchdog's registry, and a request, a hold and the watchdog call
@@ -10,6 +11,7 @@
 
 pub(crate) mod acquire;
 pub(crate) mod guard;
+pub(crate) mod guarded;
 pub(crate) mod held;
 pub(crate) mod multi;
 pub(crate) mod pending;

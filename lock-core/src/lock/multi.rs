@@ -23,10 +23,11 @@ use crate::client::handle::{ClientInner, LockClient};
 use crate::error::LockError;
 use crate::lock::acquire::owner_id;
 use crate::lock::guard::{LockGuard, Lost};
+use crate::lock::guarded::{run_under, Guarded};
 use crate::lock::held::{Acquired, Held};
 use crate::lock::pending::Pending;
 use crate::lock::request::{LockRequest, OnLost};
-use crate::lock::scope::{next_owner_number, scope, with_lock_info, Scope};
+use crate::lock::scope::{next_owner_number, scope, LockInfo, Scope};
 use crate::metrics::{self, Family, DEFAULT_FAMILY};
 use crate::protocol::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
@@ -155,24 +156,7 @@ impl MultiLockRequest {
     /// Dropping this future drops `fut` and releases the locks in the background.
     pub async fn run<F: Future>(self, fut: F) -> Result<F::Output, LockError> {
         let on_lost = self.on_lost;
-        scope(async move {
-            let guard = self.acquire().await?;
-            let lost = guard.lost();
-            let work = with_lock_info(guard.guards[guard.first_given].info(), fut);
-            let output = match on_lost {
-                OnLost::Continue => work.await,
-                OnLost::Abort => tokio::select! {
-                    biased;
-                    output = work => output,
-                    () = lost => return Err(guard.lost_error()),
-                },
-            };
-            if let Err(error) = guard.release().await {
-                tracing::warn!(%error, "release after the guarded work failed");
-            }
-            Ok(output)
-        })
-        .await
+        scope(async move { run_under(self.acquire().await?, on_lost, fut).await }).await
     }
 
     /// The request for one name, with this request's options and what is left of the wait.
@@ -447,6 +431,27 @@ impl MultiLockGuard {
             Some(error) => Err(error),
             None => Ok(()),
         }
+    }
+}
+
+impl Guarded for MultiLockGuard {
+    type Lost = MultiLost;
+
+    fn lost(&self) -> MultiLost {
+        MultiLockGuard::lost(self)
+    }
+
+    fn lost_error(&self) -> LockError {
+        MultiLockGuard::lost_error(self)
+    }
+
+    /// The first name the caller gave.
+    fn info(&self) -> LockInfo {
+        self.guards[self.first_given].info()
+    }
+
+    fn release(self) -> impl Future<Output = Result<(), LockError>> + Send {
+        MultiLockGuard::release(self)
     }
 }
 

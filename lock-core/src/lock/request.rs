@@ -12,7 +12,8 @@ use crate::client::handle::LockClient;
 use crate::error::LockError;
 use crate::lock::acquire;
 use crate::lock::guard::LockGuard;
-use crate::lock::scope::{scope, with_lock_info};
+use crate::lock::guarded::run_under;
+use crate::lock::scope::scope;
 use crate::metrics::{Family, DEFAULT_FAMILY};
 use crate::protocol::mode::LockMode;
 use crate::protocol::name::LockName;
@@ -175,25 +176,7 @@ impl LockRequest {
     /// Dropping this future drops `fut` and releases the lock in the background.
     pub async fn run<F: Future>(self, fut: F) -> Result<F::Output, LockError> {
         let on_lost = self.on_lost;
-        scope(async move {
-            let guard = self.acquire().await?;
-            let lost = guard.lost();
-            let work = with_lock_info(guard.info(), fut);
-            let output = match on_lost {
-                OnLost::Continue => work.await,
-                OnLost::Abort => tokio::select! {
-                    biased;
-                    output = work => output,
-                    // Only a loss ends the hold here: this guard keeps the scope's count up.
-                    () = lost => return Err(guard.lost_error()),
-                },
-            };
-            if let Err(error) = guard.release().await {
-                tracing::warn!(%error, "release after the guarded work failed");
-            }
-            Ok(output)
-        })
-        .await
+        scope(async move { run_under(self.acquire().await?, on_lost, fut).await }).await
     }
 }
 

@@ -6,22 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_tests::fault::holder::{fields, HolderProcess};
-use distlock_tests::locks::{builder, client, lock_key, wait_until, GENEROUS};
+use distlock_tests::locks::{builder, client, keys_left, lock_key, wait_until, GENEROUS};
 use distlock_tests::redisson::RedissonRwLock;
 use distlock_tests::RedisServer;
 use lock_core::{scope, LockError, LockMode};
 use tokio::time::Instant;
 
 const HOLDER: &str = env!("CARGO_BIN_EXE_holder");
-
-async fn keys_left(server: &RedisServer) -> Vec<String> {
-    let mut conn = server.conn().await;
-    redis::cmd("KEYS")
-        .arg("*")
-        .query_async(&mut conn)
-        .await
-        .unwrap()
-}
 
 /// 4 processes × 8 tasks × 160 holds (1 in 5 writes) of one name, checked by a detector on a
 /// second Redis: never a reader beside a writer, never two writers, and readers overlap.
@@ -58,7 +49,10 @@ async fn readers_share_and_writers_are_alone_across_processes() {
     assert_eq!(violations, 0);
     assert!(writes > 0);
     assert!(max_inside > 1, "readers never overlapped");
-    assert_eq!(keys_left(&server).await, Vec::<String>::new());
+    assert_eq!(
+        keys_left(&mut server.conn().await).await,
+        Vec::<String>::new()
+    );
 }
 
 /// Readers that keep coming, each holding 800 ms, never leave the lock free; a writer that
@@ -140,7 +134,10 @@ async fn a_dead_reader_or_writer_releases_by_its_lease() {
         assert!(after < Duration::from_secs(4), "{after:?}");
         guard.release().await.unwrap();
     }
-    assert_eq!(keys_left(&server).await, Vec::<String>::new());
+    assert_eq!(
+        keys_left(&mut server.conn().await).await,
+        Vec::<String>::new()
+    );
 }
 
 /// In one scope, the write lock covers reading (same hold, same token); asking for the write
@@ -312,7 +309,7 @@ async fn redisson_interop_both_ways() {
     assert_eq!(java.try_read(lease).await, None);
     assert_eq!(java.unlock_read().await, Some(1));
     // Only Redisson's own unlock latches (13.5 s each) are left.
-    let left = keys_left(&server).await;
+    let left = keys_left(&mut server.conn().await).await;
     assert!(
         left.iter().all(|k| k.starts_with("redisson_unlock_latch:")),
         "{left:?}"
@@ -375,5 +372,8 @@ async fn an_exclusive_lock_of_the_name_is_busy_and_untouched() {
         .unwrap()
         .is_none());
     plain.release().await.unwrap();
-    assert_eq!(keys_left(&server).await, Vec::<String>::new());
+    assert_eq!(
+        keys_left(&mut server.conn().await).await,
+        Vec::<String>::new()
+    );
 }

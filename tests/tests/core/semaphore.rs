@@ -5,22 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_tests::fault::holder::{fields, HolderProcess};
-use distlock_tests::locks::{builder, client, lock_key, wait_until, GENEROUS};
+use distlock_tests::locks::{builder, client, keys_left, lock_key, wait_until, GENEROUS};
 use distlock_tests::RedisServer;
 use lock_core::{scope, LockError, LockMode};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 const HOLDER: &str = env!("CARGO_BIN_EXE_holder");
-
-async fn keys_left(server: &RedisServer) -> Vec<String> {
-    let mut conn = server.conn().await;
-    redis::cmd("KEYS")
-        .arg("*")
-        .query_async(&mut conn)
-        .await
-        .unwrap()
-}
 
 /// 4 processes × 8 tasks × 80 permits of a semaphore of 3, checked by a detector on a second
 /// Redis: never more than 3 holders at once, and 3 at once is reached.
@@ -54,7 +45,10 @@ async fn never_more_than_n_holders_across_processes() {
     println!("semaphore detector: {entries} permits, {violations} violations, up to {max_inside} at once");
     assert_eq!((entries, violations), (2_560, 0));
     assert_eq!(max_inside, 3, "the 3 permits were never all in use");
-    assert_eq!(keys_left(&server).await, Vec::<String>::new());
+    assert_eq!(
+        keys_left(&mut server.conn().await).await,
+        Vec::<String>::new()
+    );
 }
 
 /// A SIGKILLed holder's permit comes back by its 1 s lease: a waiter gets it within the lease
@@ -81,7 +75,10 @@ async fn a_dead_holders_permit_comes_back_by_its_lease() {
     assert!(after < Duration::from_secs(4), "{after:?}");
     mine.release().await.unwrap();
     theirs.release().await.unwrap();
-    assert_eq!(keys_left(&server).await, Vec::<String>::new());
+    assert_eq!(
+        keys_left(&mut server.conn().await).await,
+        Vec::<String>::new()
+    );
 }
 
 /// Waiters queued one after another on a full semaphore get its permits in that order.
@@ -215,7 +212,7 @@ async fn renewal_loss_reentry_and_busy_answers() {
     assert!(!permit.is_held());
     drop(permit);
     wait_until("no key is left", GENEROUS, || async {
-        keys_left(&server).await.is_empty()
+        keys_left(&mut server.conn().await).await.is_empty()
     })
     .await;
 }
