@@ -193,12 +193,17 @@ async fn renewal_loss_reentry_and_busy_answers() {
     };
     assert!(holder.is_some(), "the busy answer names a holder: {busy}");
     scope(async {
-        let outer = locks.semaphore("scoped", 1).await.unwrap();
+        let outer = locks.semaphore("scoped", 2).await.unwrap();
         let inner = locks
-            .semaphore("scoped", 1)
+            .semaphore("scoped", 2)
             .await
             .expect("re-entered, not a second permit");
         assert_eq!(outer.fencing_token(), inner.fencing_token());
+        let mut conn = server.conn().await;
+        let members: usize = redis::AsyncCommands::zcard(&mut conn, lock_key("scoped"))
+            .await
+            .unwrap();
+        assert_eq!(members, 1, "re-entry took a second permit");
     })
     .await;
     let lost = permit.lost();
@@ -215,4 +220,132 @@ async fn renewal_loss_reentry_and_busy_answers() {
         keys_left(&mut server.conn().await).await.is_empty()
     })
     .await;
+}
+
+/// `lost()` fires when only the holder's own permit is taken away (its member removed while
+/// another holder keeps the semaphore alive); the other permit is unaffected and its free
+/// slot can be taken again.
+#[tokio::test]
+async fn lost_fires_when_the_permits_member_is_removed() {
+    let server = RedisServer::start();
+    let locks = builder(&server.url())
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let (a, b) = (
+        locks.semaphore("members", 2).await.unwrap(),
+        locks.semaphore("members", 2).await.unwrap(),
+    );
+    let mut conn = server.conn().await;
+    let records = format!("distlock__holders:{{{}}}", lock_key("members"));
+    let all: std::collections::HashMap<String, String> =
+        redis::AsyncCommands::hgetall(&mut conn, &records)
+            .await
+            .unwrap();
+    let token = a.fencing_token().to_string();
+    let owner = all
+        .iter()
+        .find(|(_, record)| record.split('\u{1f}').next() == Some(token.as_str()))
+        .map(|(owner, _)| owner.clone())
+        .expect("a's record");
+    let removed: usize = redis::AsyncCommands::zrem(&mut conn, lock_key("members"), &owner)
+        .await
+        .unwrap();
+    assert_eq!(removed, 1);
+    tokio::time::timeout(GENEROUS, a.lost())
+        .await
+        .expect("lost fires");
+    assert!(!a.is_held());
+    // Several leases later b is still held and renewed; the freed slot is free.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert!(b.is_held());
+    let again = locks
+        .semaphore("members", 2)
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("the removed permit's slot is free");
+    drop(a);
+    b.release().await.unwrap();
+    again.release().await.unwrap();
+    wait_until("no key is left", GENEROUS, || async {
+        keys_left(&mut server.conn().await).await.is_empty()
+    })
+    .await;
+}
+
+/// After a holder is SIGKILLed, with a waiter that gave up meanwhile and nobody touching the
+/// semaphore again, every key it wrote goes by itself once its 1 s lease has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_keys_expire_with_its_lease() {
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let args = ["many", &server.url(), "-", "gone_", "1000", "1", "sem:1"].map(String::from);
+    let mut holder = HolderProcess::spawn(HOLDER, &args);
+    holder.expect("HELD", GENEROUS).await;
+    let err = locks
+        .semaphore("gone_0", 1)
+        .wait(Duration::from_millis(200))
+        .await
+        .expect_err("full");
+    assert!(matches!(err, LockError::WaitTimeout { .. }), "{err}");
+    holder.kill().await;
+    let mut conn = server.conn().await;
+    assert!(!keys_left(&mut conn).await.is_empty());
+    wait_until("the dead holder's keys expired", GENEROUS, || async {
+        keys_left(&mut server.conn().await).await.is_empty()
+    })
+    .await;
+}
+
+/// The uncontended acquire and release are one script call each, and the calls the scripts
+/// make are counted (`INFO commandstats` counts the commands scripts run too).
+#[tokio::test]
+async fn uncontended_acquire_and_release_cost_one_call_each() {
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let mut conn = server.conn().await;
+    // Loads the scripts, so that the counted round makes no NOSCRIPT retry.
+    locks
+        .semaphore("cheap", 3)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    locks
+        .semaphore("cheap", 3)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut calls = std::collections::BTreeMap::new();
+    for line in stats.lines() {
+        let Some((command, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(":calls="))
+        else {
+            continue;
+        };
+        let n: u64 = rest.split(',').next().unwrap().parse().unwrap();
+        calls.insert(command.to_owned(), n);
+    }
+    // The test's own INFO is not counted yet, its CONFIG RESETSTAT is (`config|resetstat`).
+    calls.retain(|command, _| !command.starts_with("config"));
+    let evalsha = calls.remove("evalsha");
+    let inner: u64 = calls.values().sum();
+    println!("semaphore, uncontended acquire + release: {evalsha:?} EVALSHA, {inner} calls inside: {calls:?}");
+    assert_eq!(evalsha, Some(2), "{stats}");
+    assert!(inner <= 9, "{calls:?}");
 }

@@ -456,3 +456,48 @@ async fn read_write_locks_and_semaphores_across_slots() {
         assert!(keys.is_empty(), "{keys:?}");
     }
 }
+
+/// The watchdog renews semaphore permits in many slots: past several 1 s leases every permit
+/// is held and its record (the hash beside the ZSET, renewed with it) still names its token;
+/// nothing is left after the releases.
+#[tokio::test]
+async fn semaphore_permits_are_renewed_across_slots() {
+    let cluster = RedisCluster::start(3, 0);
+    let locks = LockClient::cluster(cluster.seed_urls())
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let mut permits = Vec::new();
+    for i in 0..6 {
+        for _ in 0..2 {
+            permits.push(locks.semaphore(format!("pool_{i}"), 2).await.unwrap());
+        }
+    }
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        assert!(permits.iter().all(|p| p.is_held()), "a permit expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for i in 0..6 {
+        let state = locks.inspect(format!("pool_{i}")).await.unwrap();
+        let mut recorded: Vec<u64> = state.holders().iter().map(|h| h.fencing_token()).collect();
+        let mut held: Vec<u64> = permits[2 * i..2 * i + 2]
+            .iter()
+            .map(|p| p.fencing_token())
+            .collect();
+        recorded.sort_unstable();
+        held.sort_unstable();
+        assert_eq!(recorded, held, "pool_{i}: the records did not last");
+    }
+    for permit in permits {
+        permit.release().await.expect("still ours");
+    }
+    for node in cluster.nodes() {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut node.conn().await)
+            .await
+            .unwrap();
+        assert!(keys.is_empty(), "{keys:?}");
+    }
+}
