@@ -133,7 +133,7 @@ pub async fn layer(url: &str, admin: &Admin, s: &Sizes, results: &mut Results) {
     let client = lock_core::LockClient::builder(url).build().expect("client");
     let locked = DistributedLockLayer::builder(client)
         .route("/items/{id}")
-        .key("item_<id>")
+        .key("item_<id:u64>")
         .build()
         .expect("layer");
     let n = s.e_conns;

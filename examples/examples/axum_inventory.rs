@@ -176,11 +176,10 @@ async fn instance(url: &str, instance: u16) -> Result<Router, BoxError> {
     let redis = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    // `<id>` is the `{id}` of the route axum matched (never `?id=`), read as `Path<u64>`
+    // `<id:u64>` is the `{id}` of the route axum matched (never `?id=`), read as `Path<u64>`
     // reads it: `/items/07/buy` locks `item_7` too.
     let lock = DistributedLockLayer::builder(locks)
-        .key("item_<id>")
-        .parse_as::<u64>("id")
+        .key("item_<id:u64>")
         .wait(Duration::from_secs(2))
         .build()?;
     Ok(Router::new()

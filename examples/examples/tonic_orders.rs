@@ -182,7 +182,7 @@ impl tower::Service<axum::http::Request<Body>> for OrdersServer {
 async fn serve(locks: LockClient, listener: tokio::net::TcpListener) -> Result<(), BoxError> {
     let lock = DistributedLockLayer::builder(locks)
         .route(PLACE_ORDER) // only this method is locked
-        .key("customer_<header.x-customer-id>")
+        .key("customer_<header.x-customer-id:u64>")
         .wait(Duration::from_secs(5))
         .build()?;
     Server::builder()

@@ -121,11 +121,12 @@ pub use lock::request::{LockRequest, OnLost};
 pub use lock::scope::{
     current_lock, scope, with_lock_info, InScope, LockInfo, OwnerScope, WithLockInfo,
 };
+pub use lock_template::{encode_value, TemplateError};
 pub use ops::inspect::{Holding, LockState};
 pub use protocol::holder::HolderInfo;
 pub use protocol::mode::LockMode;
 pub use protocol::name::LockName;
-pub use protocol::template::{encode_value, KeyTemplate, TemplateError};
+pub use protocol::template::KeyTemplate;
 
 /// Not public API: what `#[distributed_lock]` expands to.
 #[doc(hidden)]

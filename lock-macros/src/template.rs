@@ -1,9 +1,8 @@
 //! The key template grammar at compile time, resolved against the function's parameters.
 //!
-//! The grammar is lock-core's (`lock_core::KeyTemplate`, whose docs state it and argue why
-//! rendering is injective), checked here so that a bad template fails the build instead of
-//! the first call. A proc-macro cannot call lock-core (lock-core depends on this crate), so
-//! `split` is a copy of its parser; the tests run both on the same templates.
+//! The grammar is the `lock-template` crate's (whose docs state it and argue why rendering
+//! is injective), the one lock-core parses with too, checked here so that a bad template
+//! fails the build instead of the first call.
 //!
 //! The first segment of a path names a binding of the function: a parameter, a name bound
 //! inside a parameter's pattern (`Path(id): Path<u64>`), or `self`. The other segments are
@@ -11,6 +10,7 @@
 
 use std::fmt;
 
+use lock_template::{Part as RawPart, TemplateError};
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, ToTokens};
 use syn::ext::IdentExt;
@@ -115,132 +115,43 @@ fn error(lit: &LitStr, message: impl fmt::Display) -> syn::Error {
     syn::Error::new(lit.span(), message)
 }
 
-fn is_valid_path(path: &str) -> bool {
-    !path.is_empty()
-        && path.split('.').all(|segment| {
-            !segment.is_empty()
-                && segment
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        })
-}
-
-/// True for characters that separate two placeholders: those no encoded value contains
-/// (values keep letters, digits, `-`, `.`, `_` and `~`, and write the rest as `%XX`).
-fn is_separator(c: char) -> bool {
-    !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | '%'))
-}
-
-/// The grammar's pieces before resolution: literals and placeholder paths.
-#[derive(Debug, PartialEq, Eq)]
-enum RawPart {
-    Literal(String),
-    Value(String),
-}
-
-/// Why a template was rejected: the cases of `lock_core::TemplateError`.
-#[derive(Debug, PartialEq, Eq)]
-enum GrammarError {
-    Empty,
-    Unclosed { at: usize },
-    BadPlaceholder(String),
-    Ambiguous { first: String, second: String },
-}
-
-impl fmt::Display for GrammarError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Empty => write!(
-                f,
-                "the key is empty: write the lock's name, e.g. `key = \"item_<id>\"`"
-            ),
-            Self::Unclosed { at } => write!(
-                f,
-                "unclosed `<` at byte {at} of the key: close the placeholder with `>`, \
-                 or write `<<` for a literal `<`"
-            ),
-            Self::BadPlaceholder(path) => write!(
-                f,
-                "bad placeholder `<{path}>` in the key: name a parameter, optionally followed \
-                 by fields, such as `<id>` or `<order.id>` (write `<<` for a literal `<`)"
-            ),
-            Self::Ambiguous { first, second } => write!(
-                f,
-                "placeholders `<{first}>` and `<{second}>` must be separated by a character \
-                 such as `:` or `/`: values are encoded with letters, digits, `-`, `.`, `_`, \
-                 `~` and `%`, so without one two different values could give the same lock name"
-            ),
+/// What to write instead, for each way the grammar rejects a template.
+fn grammar_message(error: &TemplateError) -> String {
+    match error {
+        TemplateError::Empty => {
+            "the key is empty: write the lock's name, e.g. `key = \"item_<id>\"`".to_owned()
         }
+        TemplateError::Unclosed { at, .. } => format!(
+            "unclosed `<` at byte {at} of the key: close the placeholder with `>`, \
+             or write `<<` for a literal `<`"
+        ),
+        TemplateError::BadPlaceholder { placeholder, .. } => format!(
+            "bad placeholder `<{placeholder}>` in the key: name a parameter, optionally followed \
+             by fields, such as `<id>` or `<order.id>` (write `<<` for a literal `<`)"
+        ),
+        TemplateError::Ambiguous { first, second, .. } => format!(
+            "placeholders `<{first}>` and `<{second}>` must be separated by a character \
+             such as `:` or `/`: values are encoded with letters, digits, `-`, `.`, `_`, \
+             `~` and `%`, so without one two different values could give the same lock name"
+        ),
+        other => other.to_string(),
     }
-}
-
-/// Splits `template` into literal text and placeholder paths, checking the grammar.
-fn split(template: &str) -> Result<Vec<RawPart>, GrammarError> {
-    if template.is_empty() {
-        return Err(GrammarError::Empty);
-    }
-    let mut parts = Vec::new();
-    let mut literal = String::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('<') {
-        literal.push_str(&rest[..open]);
-        rest = &rest[open + 1..];
-        if let Some(after) = rest.strip_prefix('<') {
-            literal.push('<');
-            rest = after;
-            continue;
-        }
-        let at = template.len() - rest.len() - 1;
-        let close = rest.find('>').ok_or(GrammarError::Unclosed { at })?;
-        let path = &rest[..close];
-        if !is_valid_path(path) {
-            return Err(GrammarError::BadPlaceholder(path.to_owned()));
-        }
-        if !literal.is_empty() {
-            parts.push(RawPart::Literal(std::mem::take(&mut literal)));
-        }
-        parts.push(RawPart::Value(path.to_owned()));
-        rest = &rest[close + 1..];
-    }
-    literal.push_str(rest);
-    if !literal.is_empty() {
-        parts.push(RawPart::Literal(literal));
-    }
-    check_separated(&parts)?;
-    Ok(parts)
-}
-
-/// Two placeholders need a separator between them, or names could collide.
-fn check_separated(parts: &[RawPart]) -> Result<(), GrammarError> {
-    let mut previous: Option<&str> = None;
-    let mut separated = true;
-    for part in parts {
-        match part {
-            RawPart::Literal(text) => separated |= text.chars().any(is_separator),
-            RawPart::Value(path) => {
-                if let (Some(first), false) = (previous, separated) {
-                    return Err(GrammarError::Ambiguous {
-                        first: first.to_owned(),
-                        second: path.clone(),
-                    });
-                }
-                previous = Some(path);
-                separated = false;
-            }
-        }
-    }
-    Ok(())
 }
 
 impl Template {
     /// Parses the template in `lit` and resolves its placeholders against `params`.
     pub(crate) fn parse(lit: &LitStr, params: &Params) -> syn::Result<Self> {
-        let raw = split(&lit.value()).map_err(|e| error(lit, e))?;
-        let parts = raw
-            .into_iter()
+        let template = lock_template::Template::parse(&lit.value())
+            .map_err(|e| error(lit, grammar_message(&e)))?;
+        let parts = template
+            .parts()
+            .iter()
             .map(|part| match part {
-                RawPart::Literal(text) => Ok(Part::Literal(text)),
-                RawPart::Value(path) => resolve(lit, &path, params).map(Part::Value),
+                RawPart::Literal(text) => Ok(Part::Literal(text.clone())),
+                RawPart::Value(placeholder) => {
+                    untyped(lit, placeholder)?;
+                    resolve(lit, placeholder.path(), params).map(Part::Value)
+                }
             })
             .collect::<syn::Result<_>>()?;
         Ok(Self { parts })
@@ -271,6 +182,22 @@ impl Template {
             }
         });
         quote!(#builder #(#steps)* .finish())
+    }
+}
+
+/// A type in the template (`<id:u64>`) is lock-tower's, which parses request text: here the
+/// value is already typed, and its `Display` is what the name holds.
+fn untyped(lit: &LitStr, placeholder: &lock_template::Placeholder) -> syn::Result<()> {
+    match placeholder.ty() {
+        None => Ok(()),
+        Some(ty) => Err(error(
+            lit,
+            format!(
+                "placeholder `<{path}:{ty}>`: the macro takes the value's type from the \
+                 function's parameter; write `<{path}>`",
+                path = placeholder.path()
+            ),
+        )),
     }
 }
 
@@ -368,107 +295,11 @@ mod tests {
         assert_eq!(edit_distance("id", "id"), 0);
     }
 
-    /// What lock-core makes of `template`, in this module's terms: the pieces (a template
-    /// rendered with each value equal to its path tells literals and values apart, as
-    /// values are encoded and `<`, `>` are not kept by encoding), or the error.
-    fn lock_core_split(template: &str) -> Result<(Vec<String>, String), GrammarError> {
-        use lock_core::{KeyTemplate, TemplateError};
-        match KeyTemplate::parse(template) {
-            Ok(t) => {
-                let paths = t.placeholders().map(str::to_owned).collect();
-                let name = t.render(|path| Ok::<_, ()>(format!("<{path}>"))).unwrap();
-                Ok((paths, String::from_utf8(name.as_bytes().to_vec()).unwrap()))
-            }
-            Err(TemplateError::Empty) => Err(GrammarError::Empty),
-            Err(TemplateError::Unclosed { at, .. }) => Err(GrammarError::Unclosed { at }),
-            Err(TemplateError::BadPlaceholder { placeholder, .. }) => {
-                Err(GrammarError::BadPlaceholder(placeholder))
-            }
-            Err(TemplateError::Ambiguous { first, second, .. }) => {
-                Err(GrammarError::Ambiguous { first, second })
-            }
-            Err(other) => panic!("a lock-core template error this copy does not know: {other}"),
-        }
-    }
-
-    /// The same, from this module's parser.
-    fn our_split(template: &str) -> Result<(Vec<String>, String), GrammarError> {
-        let mut paths = Vec::new();
-        let mut name = String::new();
-        for part in split(template)? {
-            match part {
-                RawPart::Literal(text) => name.push_str(&text),
-                RawPart::Value(path) => {
-                    lock_core::encode_value(&mut name, &format!("<{path}>"));
-                    paths.push(path);
-                }
-            }
-        }
-        Ok((paths, name))
-    }
-
-    /// The two copies of the grammar agree: the same templates accepted, with the same
-    /// placeholders and literals, and the same rejected, for the same reason.
-    #[test]
-    fn grammar_matches_lock_core() {
-        let table = [
-            "item_<id>",
-            "a<<b<order.id>:<header.x-tenant>",
-            "a>b",
-            "<<",
-            "<<<a>>",
-            "<a-b.0>:<_>",
-            "",
-            "a<id",
-            "<a>:<b",
-            "<>",
-            "<a b>",
-            "<a.>",
-            "<.a>",
-            "<a..b>",
-            "<é>",
-            "<a<b>",
-            "<a>_<b>",
-            "<a><b>",
-            "<a>/<b>",
-            "<a>x:<b>",
-            "<a>%<b>",
-            "<a>%25<b>",
-            "<a>%:<b>",
-            "<a>~.-_<b>",
-            "<a>é<b>",
-            "<a><<<b>",
-            "<a>:<b>%<c>",
-            "x<a>:<b>_y",
-        ];
-        // Every ASCII character, and a few others, between two placeholders (doubled, so
-        // that `<` is the escape `<<`).
-        let between = (0..=0x7f_u8)
-            .map(char::from)
-            .chain(['é', '\u{7ff}', '\u{ffff}', '\u{10ffff}'])
-            .map(|c| format!("<a>{c}{c}<b>"));
-        let (mut accepted, mut total) = (0, 0);
-        for template in table.map(str::to_owned).into_iter().chain(between) {
-            let ours = our_split(&template);
-            assert_eq!(ours, lock_core_split(&template), "{template:?}");
-            accepted += usize::from(ours.is_ok());
-            total += 1;
-        }
-        assert!(0 < accepted && accepted < total, "{accepted} of {total}");
-        assert_eq!(
-            split("a<<b<order.id>:<header.x-tenant>").unwrap(),
-            [
-                RawPart::Literal("a<b".into()),
-                RawPart::Value("order.id".into()),
-                RawPart::Literal(":".into()),
-                RawPart::Value("header.x-tenant".into()),
-            ]
-        );
-    }
-
     #[test]
     fn grammar_errors_say_what_to_write() {
-        let message = |template: &str| split(template).unwrap_err().to_string();
+        let message = |template: &str| {
+            grammar_message(&lock_template::Template::parse(template).unwrap_err())
+        };
         assert!(message("").contains("`key = \"item_<id>\"`"));
         assert!(message("a<id").contains("unclosed `<` at byte 1"));
         assert!(message("<a b>").contains("bad placeholder `<a b>`"));
@@ -477,6 +308,14 @@ mod tests {
             ambiguous.contains("`<a>` and `<b>`") && ambiguous.contains("`%`"),
             "{ambiguous}"
         );
+    }
+
+    #[test]
+    fn typed_placeholders_are_the_layers() {
+        let p = params("async fn f(id: u64)");
+        let lit: LitStr = syn::parse_quote!("item_<id:u64>");
+        let err = Template::parse(&lit, &p).err().unwrap().to_string();
+        assert!(err.contains("write `<id>`"), "{err}");
     }
 
     fn params(sig: &str) -> Params {

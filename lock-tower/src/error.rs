@@ -62,6 +62,36 @@ pub enum BuildError {
         /// The placeholder given to `parse_as`.
         placeholder: String,
     },
+    /// A placeholder has no type: the layer would lock its raw text, and `08`, `+8` and
+    /// `%38` would be three locks for the one item 8 that `Path<u64>` reads.
+    #[error("key template {template:?}: placeholder `<{placeholder}>` has no type: write the type the handler reads it as (`<{placeholder}:u64>`, `<{placeholder}:uuid>`, …), `<{placeholder}:str>` to lock its text as it is, or call .parse_as::<T>(\"{placeholder}\") for another type")]
+    UntypedPlaceholder {
+        /// The template.
+        template: String,
+        /// The placeholder's path.
+        placeholder: String,
+    },
+    /// A placeholder names a type the layer does not know.
+    #[error("key template {template:?}: placeholder `<{placeholder}:{ty}>`: unknown type `{ty}` (known: {known}; for another type, write `<{placeholder}>` and call .parse_as::<T>(\"{placeholder}\"))")]
+    UnknownType {
+        /// The template.
+        template: String,
+        /// The placeholder's path.
+        placeholder: String,
+        /// The type as written.
+        ty: String,
+        /// The types a template may name.
+        known: String,
+    },
+    /// A placeholder is given two types: two different ones in the template, or one there
+    /// and one by [`parse_as`](crate::LockLayerBuilder::parse_as).
+    #[error("key template {template:?}: placeholder `<{placeholder}>` is given more than one type (in the template, or there and by .parse_as)")]
+    ConflictingTypes {
+        /// The template.
+        template: String,
+        /// The placeholder's path.
+        placeholder: String,
+    },
     /// The lease is below [`LockClientBuilder::MIN_LEASE`].
     #[error(
         "lease {lease:?} is below the minimum of {:?}",

@@ -10,6 +10,7 @@ use lock_core::{KeyTemplate, LockName};
 
 use crate::error::BuildError;
 use crate::head::RequestHead;
+use crate::typed::{ValueType, BUILTIN};
 
 /// Why no lock name could be made for a request. The request is answered `400 Bad Request`
 /// (`INVALID_ARGUMENT` for gRPC) and no lock is attempted. The answer names the parameter,
@@ -77,10 +78,6 @@ impl KeyError {
 pub(crate) type KeyFn =
     Arc<dyn Fn(&RequestHead<'_>) -> Result<LockName, KeyError> + Send + Sync + 'static>;
 
-/// Turns a placeholder's value into its canonical text, or says why it cannot (see
-/// [`LockLayerBuilder::parse_as`](crate::LockLayerBuilder::parse_as)).
-pub(crate) type Canonical = Arc<dyn Fn(&str) -> Result<String, String> + Send + Sync + 'static>;
-
 /// Where a placeholder takes its value.
 pub(crate) enum Source {
     /// `<id>` and `<path.id>`: the path parameter of the matched route, and nothing else.
@@ -96,7 +93,7 @@ pub(crate) struct Placeholder {
     /// As written: `id`, `query.id`.
     written: String,
     source: Source,
-    canonical: Option<Canonical>,
+    ty: ValueType,
 }
 
 /// How a layer names the lock of a request.
@@ -118,30 +115,69 @@ impl fmt::Debug for KeySpec {
 }
 
 impl KeySpec {
-    /// Parses a template, checks every placeholder's source, and attaches the
-    /// canonicalisers of `parse_as` (each must name a placeholder of the template).
+    /// Parses a template, checks every placeholder's source, and gives each placeholder its
+    /// type: the one written in the template (`<id:u64>`) or given by `parse_as` (each must
+    /// name a placeholder of the template), exactly one of them.
     pub(crate) fn template(
         text: &str,
-        mut canonical: Vec<(String, Canonical)>,
+        mut parse_as: Vec<(String, ValueType)>,
     ) -> Result<Self, BuildError> {
         let template = KeyTemplate::parse(text)?;
-        let mut placeholders: Vec<Placeholder> = Vec::new();
-        for path in template.placeholders() {
-            if placeholders.iter().any(|p| p.written == path) {
-                continue;
+        let mut written: Vec<(&str, Option<&str>)> = Vec::new();
+        for (path, ty) in template.typed_placeholders() {
+            match written.iter_mut().find(|(p, _)| *p == path) {
+                None => written.push((path, ty)),
+                Some((_, first)) => match (*first, ty) {
+                    (_, None) => {}
+                    (None, Some(_)) => *first = ty,
+                    (Some(a), Some(b)) if a == b => {}
+                    (Some(_), Some(_)) => return Err(conflict(text, path)),
+                },
             }
-            let at = canonical.iter().position(|(name, _)| name == path);
+        }
+        // A `parse_as` of no placeholder is a typo, and the likely cause of an untyped one.
+        if let Some((placeholder, _)) = parse_as
+            .iter()
+            .find(|(name, _)| !written.iter().any(|(path, _)| path == name))
+        {
+            return Err(BuildError::UnknownPlaceholder {
+                template: text.to_owned(),
+                placeholder: placeholder.clone(),
+            });
+        }
+        let mut placeholders = Vec::with_capacity(written.len());
+        for (path, ty) in written {
+            let given = parse_as
+                .iter()
+                .position(|(name, _)| name == path)
+                .map(|at| parse_as.swap_remove(at).1);
+            let ty = match (ty, given) {
+                (Some(_), Some(_)) => return Err(conflict(text, path)),
+                (None, Some(given)) => given,
+                (Some(ty), None) => {
+                    ValueType::builtin(ty).ok_or_else(|| BuildError::UnknownType {
+                        template: text.to_owned(),
+                        placeholder: path.to_owned(),
+                        ty: ty.to_owned(),
+                        known: BUILTIN.join(", "),
+                    })?
+                }
+                (None, None) => {
+                    return Err(BuildError::UntypedPlaceholder {
+                        template: text.to_owned(),
+                        placeholder: path.to_owned(),
+                    })
+                }
+            };
             placeholders.push(Placeholder {
                 written: path.to_owned(),
                 source: source_of(text, path)?,
-                canonical: at.map(|at| canonical.swap_remove(at).1),
+                ty,
             });
         }
-        if let Some((placeholder, _)) = canonical.into_iter().next() {
-            return Err(BuildError::UnknownPlaceholder {
-                template: text.to_owned(),
-                placeholder,
-            });
+        // What is left named a placeholder that an earlier `parse_as` already typed.
+        if let Some((placeholder, _)) = parse_as.first() {
+            return Err(conflict(text, placeholder));
         }
         Ok(Self::Template {
             template,
@@ -182,6 +218,13 @@ impl KeySpec {
                 placeholder.resolve(&head)
             }),
         }
+    }
+}
+
+fn conflict(template: &str, placeholder: &str) -> BuildError {
+    BuildError::ConflictingTypes {
+        template: template.to_owned(),
+        placeholder: placeholder.to_owned(),
     }
 }
 
@@ -232,13 +275,13 @@ impl Placeholder {
             parameter: written.to_owned(),
             ..error
         })?;
-        match (value, &self.canonical) {
-            (None, _) => Err(KeyError::missing(written)),
-            (Some(v), _) if v.trim().is_empty() => Err(KeyError::empty(written)),
-            (Some(v), None) => Ok(v.into_owned()),
-            (Some(v), Some(canonical)) => {
-                canonical(&v).map_err(|reason| KeyError::new(written, reason))
-            }
+        match value {
+            None => Err(KeyError::missing(written)),
+            Some(v) if v.trim().is_empty() => Err(KeyError::empty(written)),
+            Some(v) => self
+                .ty
+                .canonical(&v)
+                .map_err(|reason| KeyError::new(written, reason)),
         }
     }
 }
@@ -286,20 +329,20 @@ mod tests {
     #[test]
     fn bare_placeholder_is_the_path_parameter_and_nothing_else() {
         assert_eq!(
-            resolve("item_<id>", "/items/7?id=8", Some(&[("id", "7")])).unwrap(),
+            resolve("item_<id:str>", "/items/7?id=8", Some(&[("id", "7")])).unwrap(),
             "item_7"
         );
-        let no_route = resolve("item_<id>", "/items?id=8", None).unwrap_err();
+        let no_route = resolve("item_<id:str>", "/items?id=8", None).unwrap_err();
         assert!(no_route.is_misconfiguration(), "{no_route}");
         assert_eq!(no_route.parameter(), "id");
-        let not_in_route = resolve("item_<id>", "/items?id=8", Some(&[])).unwrap_err();
+        let not_in_route = resolve("item_<id:str>", "/items?id=8", Some(&[])).unwrap_err();
         assert!(not_in_route.is_misconfiguration(), "{not_in_route}");
         assert_eq!(
             not_in_route.to_string(),
             "key parameter `id` is not a path parameter of the matched route"
         );
         assert_eq!(
-            resolve("item_<path.id>", "/items/7?id=8", Some(&[("id", "7")])).unwrap(),
+            resolve("item_<path.id:str>", "/items/7?id=8", Some(&[("id", "7")])).unwrap(),
             "item_7"
         );
     }
@@ -307,15 +350,15 @@ mod tests {
     #[test]
     fn explicit_sources_only_look_where_they_say() {
         assert_eq!(
-            resolve("item_<query.id>", "/items/7?id=9", Some(&[("id", "7")])).unwrap(),
+            resolve("item_<query.id:str>", "/items/7?id=9", Some(&[("id", "7")])).unwrap(),
             "item_9"
         );
         assert_eq!(
-            resolve("t_<header.x-tenant>:<query.id>", "/?id=1", None).unwrap(),
+            resolve("t_<header.x-tenant:str>:<query.id:str>", "/?id=1", None).unwrap(),
             "t_acme%20corp:1"
         );
         assert_eq!(
-            resolve("t_<header.X-Tenant>", "/", None).unwrap(),
+            resolve("t_<header.X-Tenant:str>", "/", None).unwrap(),
             "t_acme%20corp"
         );
     }
@@ -323,44 +366,44 @@ mod tests {
     #[test]
     fn values_are_decoded_then_encoded_so_names_cannot_collide() {
         // `a:b` + `c` and `a` + `b:c` must not render the same name.
-        let one = resolve("<query.a>:<query.b>", "/?a=x%3Ay&b=z", None).unwrap();
-        let two = resolve("<query.a>:<query.b>", "/?a=x&b=y%3Az", None).unwrap();
+        let one = resolve("<query.a:str>:<query.b:str>", "/?a=x%3Ay&b=z", None).unwrap();
+        let two = resolve("<query.a:str>:<query.b:str>", "/?a=x&b=y%3Az", None).unwrap();
         assert_ne!(one, two);
         assert_eq!(one, "x%3Ay:z");
         assert_eq!(
-            resolve("<query.q>", "/?q=a+b%2Bc", None).unwrap(),
+            resolve("<query.q:str>", "/?q=a+b%2Bc", None).unwrap(),
             "a%20b%2Bc"
         );
-        assert_eq!(resolve("<query.q>", "/?q=%", None).unwrap(), "%25");
+        assert_eq!(resolve("<query.q:str>", "/?q=%", None).unwrap(), "%25");
         assert_eq!(
-            resolve("<id>", "/", Some(&[("id", "é/")])).unwrap(),
+            resolve("<id:str>", "/", Some(&[("id", "é/")])).unwrap(),
             "%C3%A9%2F"
         );
     }
 
     #[test]
     fn missing_empty_repeated_and_invalid_values_name_the_parameter() {
-        let missing = resolve("item_<query.id>", "/items", Some(&[])).unwrap_err();
+        let missing = resolve("item_<query.id:str>", "/items", Some(&[])).unwrap_err();
         assert_eq!(missing, KeyError::missing("query.id"));
         assert!(!missing.is_misconfiguration());
         assert_eq!(missing.to_string(), "key parameter `query.id` is missing");
-        let empty = resolve("item_<query.id>", "/items?id=", None).unwrap_err();
+        let empty = resolve("item_<query.id:str>", "/items?id=", None).unwrap_err();
         assert_eq!(empty.to_string(), "key parameter `query.id` is empty");
-        let blank = resolve("item_<id>", "/items", Some(&[("id", " ")])).unwrap_err();
+        let blank = resolve("item_<id:str>", "/items", Some(&[("id", " ")])).unwrap_err();
         assert_eq!(blank, KeyError::empty("id"));
-        let bad = resolve("item_<query.id>", "/items?id=%FF", None).unwrap_err();
+        let bad = resolve("item_<query.id:str>", "/items?id=%FF", None).unwrap_err();
         assert_eq!(bad.parameter(), "query.id");
         assert!(bad.reason().contains("UTF-8"), "{bad}");
-        let header = resolve("<header.x-bin>", "/", None).unwrap_err();
+        let header = resolve("<header.x-bin:str>", "/", None).unwrap_err();
         assert_eq!(
             header.to_string(),
             "key parameter `header.x-bin` is not visible ASCII"
         );
-        let absent = resolve("<header.x-none>", "/", None).unwrap_err();
+        let absent = resolve("<header.x-none:str>", "/", None).unwrap_err();
         assert_eq!(absent, KeyError::missing("header.x-none"));
-        let repeated = resolve("<query.id>", "/?id=7&id=8", None).unwrap_err();
+        let repeated = resolve("<query.id:str>", "/?id=7&id=8", None).unwrap_err();
         assert_eq!(repeated.to_string(), "key parameter `query.id` is repeated");
-        let twice = resolve("<id>", "/", Some(&[("id", "7"), ("id", "8")])).unwrap_err();
+        let twice = resolve("<id:str>", "/", Some(&[("id", "7"), ("id", "8")])).unwrap_err();
         assert_eq!(twice.to_string(), "key parameter `id` is repeated");
     }
 
@@ -369,12 +412,11 @@ mod tests {
     #[test]
     fn parse_as_canonicalises_values() {
         let spec = || {
-            let canonical: Canonical = Arc::new(|t: &str| {
-                t.parse::<u64>()
-                    .map(|v| v.to_string())
-                    .map_err(|e| e.to_string())
-            });
-            KeySpec::template("item_<id>", vec![("id".to_owned(), canonical)]).unwrap()
+            KeySpec::template(
+                "item_<id>",
+                vec![("id".to_owned(), ValueType::of::<u64>("u64"))],
+            )
+            .unwrap()
         };
         for spelling in ["7", "07", "+7", "0007"] {
             let name = resolve_with(spec(), "/", Some(&[("id", spelling)])).unwrap();
@@ -382,17 +424,77 @@ mod tests {
         }
         let err = resolve_with(spec(), "/", Some(&[("id", "seven")])).unwrap_err();
         assert_eq!(err.parameter(), "id");
-        let canonical: Canonical = Arc::new(|t: &str| Ok(t.to_owned()));
-        let unknown = KeySpec::template("item_<id>", vec![("sku".to_owned(), canonical)]);
+        let unknown = KeySpec::template("item_<id:str>", vec![("sku".to_owned(), ValueType::Text)]);
         assert!(matches!(
             unknown,
             Err(BuildError::UnknownPlaceholder { .. })
         ));
     }
 
+    /// The bypass this pins: an untyped placeholder would lock the raw text, so `08` and
+    /// `8` — one item to `Path<u64>` — would take two locks. Every placeholder has a type.
+    #[test]
+    fn every_placeholder_has_exactly_one_type() {
+        let build = |template: &str, parse_as: Vec<(String, ValueType)>| {
+            KeySpec::template(template, parse_as)
+                .map(|_| ())
+                .unwrap_err()
+        };
+        let untyped = build("item_<id>", Vec::new());
+        assert!(
+            matches!(untyped, BuildError::UntypedPlaceholder { .. }),
+            "{untyped}"
+        );
+        assert!(untyped.to_string().contains("`<id:u64>`"), "{untyped}");
+        assert!(untyped.to_string().contains("`<id:str>`"), "{untyped}");
+        let unknown = build("item_<id:f64>", Vec::new());
+        assert!(
+            matches!(unknown, BuildError::UnknownType { .. }),
+            "{unknown}"
+        );
+        assert!(unknown.to_string().contains("uuid"), "{unknown}");
+        let twice = build("<id:u64>:<id:str>", Vec::new());
+        assert!(
+            matches!(twice, BuildError::ConflictingTypes { .. }),
+            "{twice}"
+        );
+        let both = build("<id:u64>", vec![("id".to_owned(), ValueType::Text)]);
+        assert!(
+            matches!(both, BuildError::ConflictingTypes { .. }),
+            "{both}"
+        );
+        let parse_as_twice = build(
+            "<id>",
+            vec![
+                ("id".to_owned(), ValueType::Text),
+                ("id".to_owned(), ValueType::Text),
+            ],
+        );
+        assert!(matches!(
+            parse_as_twice,
+            BuildError::ConflictingTypes { .. }
+        ));
+        // One typed occurrence types them all.
+        assert!(KeySpec::template("<id:u64>:<id>", Vec::new()).is_ok());
+    }
+
+    #[test]
+    fn typed_placeholders_lock_the_value_the_handler_reads() {
+        let spec = || KeySpec::template("item_<id:u64>:<query.t:i64>", Vec::new()).unwrap();
+        // In a query `+` is a space: `%2B0` is `+0`, as `Query<T>` reads it.
+        for (id, t) in [("8", "-0"), ("08", "0"), ("+8", "%2B0"), ("008", "%2D0")] {
+            let uri = format!("/?t={t}");
+            let name = resolve_with(spec(), &uri, Some(&[("id", id)])).unwrap();
+            assert_eq!(name, "item_8:0", "{id} {t}");
+        }
+        let bad = resolve_with(spec(), "/?t=1", Some(&[("id", "-8")])).unwrap_err();
+        assert_eq!(bad.to_string(), "key parameter `id` is not a valid u64");
+        assert!(!bad.is_misconfiguration());
+    }
+
     #[test]
     fn unknown_sources_fail_at_build_time() {
-        for bad in ["<body.id>", "<path.a.b>", "<header.a.b>"] {
+        for bad in ["<body.id:str>", "<path.a.b:str>", "<header.a.b:str>"] {
             let err = KeySpec::template(bad, Vec::new()).unwrap_err();
             assert!(
                 matches!(err, BuildError::UnknownSource { .. }),

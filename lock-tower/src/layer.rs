@@ -13,10 +13,11 @@ use tower_layer::Layer;
 use crate::config::{Config, Hold, OutagePolicy, RejectionFn};
 use crate::error::BuildError;
 use crate::head::RequestHead;
-use crate::key::{Canonical, KeyError, KeyFn, KeySpec};
+use crate::key::{KeyError, KeyFn, KeySpec};
 use crate::response::Rejection;
 use crate::route::Routes;
 use crate::service::DistributedLock;
+use crate::typed::ValueType;
 
 /// A tower [`Layer`] that takes one distributed lock per request; see the
 /// [crate docs](crate). Cheap to clone.
@@ -24,10 +25,10 @@ use crate::service::DistributedLock;
 /// ```no_run
 /// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
 /// use lock_tower::DistributedLockLayer;
-/// // One lock per item; `<id>` is the route's `{id}` parameter.
+/// // One lock per item; `<id:u64>` is the route's `{id}` parameter, read as a `u64`.
 /// let layer = DistributedLockLayer::builder(client)
 ///     .route("/items/{id}/buy")
-///     .key("item_<id>")
+///     .key("item_<id:u64>")
 ///     .build()?;
 /// # let _ = layer; Ok(()) }
 /// ```
@@ -51,7 +52,7 @@ impl DistributedLockLayer {
         LockLayerBuilder {
             client,
             key: None,
-            canonical: Vec::new(),
+            parse_as: Vec::new(),
             routes: Vec::new(),
             methods: Vec::new(),
             lease: None,
@@ -86,7 +87,7 @@ impl fmt::Debug for DistributedLockLayer {
 pub struct LockLayerBuilder {
     client: LockClient,
     key: Option<Key>,
-    canonical: Vec<(String, Canonical)>,
+    parse_as: Vec<(String, ValueType)>,
     routes: Vec<String>,
     methods: Vec<Method>,
     lease: Option<Duration>,
@@ -104,58 +105,71 @@ enum Key {
 }
 
 impl LockLayerBuilder {
-    /// The lock name as a key template, in the grammar of `#[distributed_lock]`:
-    /// - `<id>` (or `<path.id>`): the path parameter `id` of the matched route, and nothing
-    ///   else — never the query string, so that a client cannot choose its lock;
-    /// - `<query.id>`, `<header.x-tenant>`: only that source (gRPC metadata are headers);
+    /// The lock name as a key template, in the grammar of `#[distributed_lock]`, where
+    /// every placeholder names the type the handler reads its value as:
+    /// - `<id:u64>` (or `<path.id:u64>`): the path parameter `id` of the matched route, and
+    ///   nothing else — never the query string, so that a client cannot choose its lock;
+    /// - `<query.id:u64>`, `<header.x-tenant:str>`: only that source (gRPC metadata are
+    ///   headers);
+    /// - the type: `u8` … `u128`, `usize`, `i8` … `i128`, `isize`, `bool`, `uuid`, or `str`
+    ///   for the (decoded) text as it is. The value is parsed as the handler's extractor
+    ///   parses it (`FromStr`, as axum's `Path` and `Query` do) and the name holds the
+    ///   parsed value, so every spelling of one value is one lock: `/items/8`, `/items/08`,
+    ///   `/items/+8` and `/items/%38` all lock `item_8` with `item_<id:u64>`. For another
+    ///   type, leave the placeholder untyped and call [`parse_as`](Self::parse_as);
     /// - `<<` is a literal `<`; values are percent-encoded, so distinct requests never share
     ///   a name.
     ///
-    /// A missing, empty, repeated or undecodable value answers `400` / `INVALID_ARGUMENT`
-    /// naming the parameter, without a lock attempt. Replaces an earlier
+    /// A missing, empty, repeated or undecodable value, or one the type rejects (`/items/x`
+    /// for `<id:u64>`), answers `400` / `INVALID_ARGUMENT` naming the parameter, without a
+    /// lock attempt — as the handler's extractor would. Replaces an earlier
     /// [`key_fn`](Self::key_fn).
     ///
     /// Path parameters come from the layer's own [`route`](Self::route) templates or, with
     /// the `axum` feature (on by default), from the route axum matched; see [routes and path
     /// parameters](crate#routes-and-path-parameters).
+    ///
+    /// # Errors
+    /// [`build`](Self::build) fails with [`BuildError::UntypedPlaceholder`] for a
+    /// placeholder with no type (raw text is `<id:str>`, written on purpose), and with
+    /// [`BuildError::UnknownType`] for a type not listed above.
     pub fn key(mut self, template: impl Into<String>) -> Self {
         self.key = Some(Key::Template(template.into()));
         self
     }
 
-    /// Parses the value of placeholder `placeholder` as a `T` and puts `T`'s `Display` into
-    /// the name, so that every text the handler reads as the same value takes the same
-    /// lock: with `parse_as::<u64>("id")`, `/items/7`, `/items/07` and `/items/+7` all lock
-    /// `item_7`, as `Path<u64>` reads them all as 7. A value that does not parse is answered
-    /// `400` without a lock attempt. Use it whenever the handler parses the parameter into
-    /// a type whose text has more than one spelling (integers, UUIDs, case-insensitive
-    /// codes).
+    /// Types an untyped placeholder of the key template as `T`: its value is parsed as a
+    /// `T` and `T`'s `Display` goes into the name, so that every text the handler reads as
+    /// the same value takes the same lock. For the types a template can name
+    /// (`<id:u64>`, `<id:uuid>`, …) write them there; this is for the others (a
+    /// case-insensitive code, a newtype). A value that does not parse is answered `400`
+    /// without a lock attempt.
     ///
     /// ```no_run
     /// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
+    /// # #[derive(Debug)] struct Sku(String);
+    /// # impl std::str::FromStr for Sku { type Err = (); fn from_str(s: &str) -> Result<Self, ()> { Ok(Sku(s.to_ascii_uppercase())) } }
+    /// # impl std::fmt::Display for Sku { fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str(&self.0) } }
+    /// // `Sku` parses `ab-12` and `AB-12` as one code, as the handler's `Path<Sku>` does.
     /// let layer = lock_tower::DistributedLockLayer::builder(client)
-    ///     .key("item_<id>")
-    ///     .parse_as::<u64>("id")
+    ///     .key("sku_<sku>")
+    ///     .parse_as::<Sku>("sku")
     ///     .build()?;
     /// # let _ = layer; Ok(()) }
     /// ```
     ///
     /// # Errors
     /// [`build`](Self::build) fails with [`BuildError::UnknownPlaceholder`] when the key
-    /// template has no such placeholder (or the key is a function).
+    /// template has no such placeholder (or the key is a function), and with
+    /// [`BuildError::ConflictingTypes`] when the placeholder already has a type.
     pub fn parse_as<T>(mut self, placeholder: impl Into<String>) -> Self
     where
         T: FromStr + fmt::Display + 'static,
     {
         let type_name = std::any::type_name::<T>();
         let short = type_name.rsplit("::").next().unwrap_or(type_name);
-        let invalid = format!("is not a valid {short}");
-        let canonical: Canonical = Arc::new(move |text: &str| {
-            text.parse::<T>()
-                .map(|value| value.to_string())
-                .map_err(|_| invalid.clone())
-        });
-        self.canonical.push((placeholder.into(), canonical));
+        self.parse_as
+            .push((placeholder.into(), ValueType::of::<T>(short)));
         self
     }
 
@@ -268,7 +282,7 @@ impl LockLayerBuilder {
     /// of lock, never the rendered key. A `&'static str` is used without copying.
     ///
     /// # Default
-    /// The key template (`"item_<id>"`); `"lock-tower"` with a [`key_fn`](Self::key_fn).
+    /// The key template (`"item_<id:u64>"`); `"lock-tower"` with a [`key_fn`](Self::key_fn).
     pub fn family(mut self, family: impl Into<Cow<'static, str>>) -> Self {
         self.family = Some(family.into());
         self
@@ -283,7 +297,7 @@ impl LockLayerBuilder {
     /// ```no_run
     /// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
     /// let layer = lock_tower::DistributedLockLayer::builder(client)
-    ///     .key("item_<id>")
+    ///     .key("item_<id:u64>")
     ///     .read_write_by_method()
     ///     .build()?;
     /// # let _ = layer; Ok(()) }
@@ -299,13 +313,14 @@ impl LockLayerBuilder {
     /// Checks the settings and builds the layer.
     ///
     /// # Errors
-    /// [`BuildError`] for a missing or invalid key template, a bad route, a path
-    /// placeholder (`<id>`, `<path.id>`) a route lacks or that nothing could fill, a
+    /// [`BuildError`] for a missing or invalid key template, a placeholder without a type
+    /// or with an unknown one, a bad route, a path placeholder (`<id:u64>`,
+    /// `<path.id:u64>`) a route lacks or that nothing could fill, a
     /// [`parse_as`](Self::parse_as) without its placeholder, or a lease below the minimum.
     pub fn build(self) -> Result<DistributedLockLayer, BuildError> {
         let (key, default_family) = match self.key.ok_or(BuildError::NoKey)? {
-            Key::Template(text) => (KeySpec::template(&text, self.canonical)?, Cow::Owned(text)),
-            Key::Fn(f) => match self.canonical.into_iter().next() {
+            Key::Template(text) => (KeySpec::template(&text, self.parse_as)?, Cow::Owned(text)),
+            Key::Fn(f) => match self.parse_as.into_iter().next() {
                 Some((placeholder, _)) => {
                     return Err(BuildError::UnknownPlaceholder {
                         template: "(a key function)".to_owned(),

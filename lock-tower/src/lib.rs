@@ -2,7 +2,7 @@
 //! axum, tonic and any `http::Request` service.
 //!
 //! [`DistributedLockLayer`] renders a lock name from each request (a key template such as
-//! `"item_<id>"`, or a closure), takes the lock through a [`lock_core::LockClient`], calls
+//! `"item_<id:u64>"`, or a closure), takes the lock through a [`lock_core::LockClient`], calls
 //! the inner service while holding it, and releases it when the inner service's response is
 //! ready. Requests for the same name run one at a time across every instance that shares the
 //! Redis; requests for different names do not wait for each other.
@@ -21,10 +21,10 @@
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = lock_core::LockClient::new("redis://127.0.0.1:6379")?;
-//! // `<id>` is the `{id}` of the route axum matched (the `axum` feature, on by default).
+//! // `<id:u64>` is the `{id}` of the route axum matched (the `axum` feature, on by
+//! // default), read as `Path<u64>` reads it: `/items/07/buy` and `/items/7/buy` are one lock.
 //! let lock = DistributedLockLayer::builder(client)
-//!     .key("item_<id>")
-//!     .parse_as::<u64>("id") // `07` and `7` are one item, as `Path<u64>` reads them
+//!     .key("item_<id:u64>")
 //!     .wait(Duration::from_secs(2))
 //!     .build()?;
 //! let app: Router = Router::new()
@@ -47,7 +47,7 @@
 //! # async fn demo(client: lock_core::LockClient) -> Result<(), Box<dyn std::error::Error>> {
 //! let lock = DistributedLockLayer::builder(client)
 //!     .route("/orders.Orders/PlaceOrder")
-//!     .key("order_<header.x-order-id>")
+//!     .key("order_<header.x-order-id:uuid>")
 //!     .build()?;
 //! let server = tonic::transport::Server::builder().layer(lock);
 //! // server.add_service(OrdersServer::new(orders)).serve(addr).await?;
@@ -68,7 +68,7 @@
 //! ```no_run
 //! # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
 //! let lock = lock_tower::DistributedLockLayer::builder(client)
-//!     .key("item_<id>")
+//!     .key("item_<id:u64>")
 //!     .read_write_by_method()
 //!     .build()?;
 //! # let _ = lock; Ok(()) }
@@ -85,28 +85,40 @@
 //! ```no_run
 //! # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
 //! // At most 3 exports per tenant, whichever instance serves them.
-//! let limit = lock_tower::DistributedSemaphoreLayer::new(client, "exports_<header.x-tenant>", 3)?;
+//! let limit = lock_tower::DistributedSemaphoreLayer::new(client, "exports_<header.x-tenant:str>", 3)?;
 //! # let _ = limit; Ok(()) }
 //! ```
 //!
 //! # Keys
 //!
-//! Key templates use the grammar of `#[distributed_lock]` ([`lock_core::KeyTemplate`]):
+//! Key templates use the grammar of `#[distributed_lock]` ([`lock_core::KeyTemplate`]), and
+//! every placeholder names its source and its type:
 //!
 //! | placeholder | value |
 //! | --- | --- |
-//! | `<id>`, `<path.id>` | the path parameter `id` of the matched route (below), and nothing else |
-//! | `<query.id>` | the query parameter `id` (`+` and `%XX` decoded) |
-//! | `<header.x-tenant>` | the header or gRPC metadata `x-tenant` |
+//! | `<id:u64>`, `<path.id:u64>` | the path parameter `id` of the matched route (below), and nothing else |
+//! | `<query.id:u64>` | the query parameter `id` (`+` and `%XX` decoded) |
+//! | `<header.x-tenant:str>` | the header or gRPC metadata `x-tenant` |
+//!
+//! The type is the one the handler reads the value as — `u8` … `u128`, `usize`, `i8` …
+//! `i128`, `isize`, `bool`, `uuid` — or `str` for the decoded text as it is; for other
+//! types, [`parse_as`](LockLayerBuilder::parse_as). The layer parses the value as the
+//! handler's extractor does (`FromStr`, as axum's `Path` and `Query` do) and puts the parsed
+//! value into the name, so **one value is one lock, however it is spelled**: `/items/8`,
+//! `/items/08`, `/items/+8` and `/items/%38` are all `Path<u64>` 8 and all lock `item_8`;
+//! upper- and lower-case, braced and simple UUIDs are one `uuid`. A lock on the raw text
+//! would take four locks for one item and let four purchases of it run at once, so a
+//! placeholder without a type is a [build error](BuildError::UntypedPlaceholder), and raw
+//! text is `<id:str>`, written on purpose (right when the handler takes a `String`). A value
+//! the type rejects is answered `400` / `INVALID_ARGUMENT` before any lock is taken, as the
+//! extractor would answer it.
 //!
 //! A request never chooses which placeholder source fills the name: `<id>` is never read from
 //! the query string or a header (a fallback would let `POST /items/7/buy?id=8` lock
 //! `item_8` and run beside the holder of item 7). A repeated query parameter, header or
 //! path parameter (`?id=7&id=8`) is refused with `400`, since the handler could read
 //! either one; percent-encoded names and values are decoded first (`?i%64=8` is `id`,
-//! `/items/%37` is item 7), as axum decodes them. When the handler parses a value whose
-//! text has several spellings (`/items/07` and `/items/7` are both `Path<u64>` 7), give
-//! the layer [`parse_as`](LockLayerBuilder::parse_as) so that one value is one lock.
+//! `/items/%37` is item 7), as axum decodes them.
 //!
 //! Values are percent-encoded into the name, so two different requests never share a lock
 //! by accident (`a:b` + `c` and `a` + `b:c` give different names). For anything else in the
@@ -116,7 +128,7 @@
 //!
 //! # Routes and path parameters
 //!
-//! Path placeholders (`<id>`, `<path.id>`) are filled from:
+//! Path placeholders (`<id:u64>`, `<path.id:u64>`) are filled from:
 //!
 //! - The layer's own [routes](LockLayerBuilder::route), in axum's syntax
 //!   (`/items/{id}/buy`, matched with `matchit` as axum matches them). They also select
@@ -128,7 +140,7 @@
 //!   parameters axum parsed for the route it matched (`axum::extract::RawPathParams`, as a
 //!   handler extracts them), in `Router::route_layer` and `Router::layer`. Under
 //!   `Router::nest("/shops/{shop}", …)` the prefix's parameters are included (`<shop>`).
-//!   So `.route("/items/{id}/buy", post(buy)).route_layer(DistributedLockLayer::new(client, "item_<id>")?)`
+//!   So `.route("/items/{id}/buy", post(buy)).route_layer(DistributedLockLayer::new(client, "item_<id:u64>")?)`
 //!   needs no second copy of the route.
 //!
 //! A path placeholder that nothing can fill is the layer's misconfiguration, never the
@@ -324,12 +336,15 @@ mod error;
 mod future;
 mod head;
 mod key;
+#[cfg(test)]
+mod key_props;
 mod layer;
 mod response;
 mod retry;
 mod route;
 mod semaphore;
 mod service;
+mod typed;
 
 pub use config::OutagePolicy;
 pub use error::BuildError;

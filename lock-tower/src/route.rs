@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn matched_parameters_are_decoded() {
-        let key = KeySpec::template("item_<id>", Vec::new()).unwrap();
+        let key = KeySpec::template("item_<id:str>", Vec::new()).unwrap();
         let routes = Routes::new(&["/items/{id}/buy".to_owned()], &key).unwrap();
         let params = routes.at("/items/a%20b/buy").unwrap().unwrap();
         assert_eq!(params, [("id", Cow::Borrowed("a b"))]);

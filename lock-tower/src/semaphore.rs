@@ -35,7 +35,7 @@ use crate::service::DistributedLock;
 /// use lock_tower::DistributedSemaphoreLayer;
 /// // At most 3 exports per tenant at once; a fourth waits up to 2 s, then gets a 429.
 /// let layer = DistributedSemaphoreLayer::builder(client, 3)
-///     .key("exports_<header.x-tenant>")
+///     .key("exports_<header.x-tenant:str>")
 ///     .wait(Duration::from_secs(2))
 ///     .build()?;
 /// # let _ = layer; Ok(()) }

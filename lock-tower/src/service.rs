@@ -125,7 +125,7 @@ mod tests {
     async fn unmatched_routes_pass_through_unlocked() {
         let layer = DistributedLockLayer::builder(offline_client())
             .route("/items/{id}/buy")
-            .key("item_<id>")
+            .key("item_<id:str>")
             .build()
             .unwrap();
         let service = ServiceBuilder::new().layer(layer).service(service_fn(echo));
@@ -138,7 +138,7 @@ mod tests {
     #[tokio::test]
     async fn other_methods_pass_through_unlocked() {
         let layer = DistributedLockLayer::builder(offline_client())
-            .key("item_<query.id>")
+            .key("item_<query.id:str>")
             .method(http::Method::POST)
             .build()
             .unwrap();
@@ -161,7 +161,7 @@ mod tests {
     async fn invalid_keys_are_answered_without_calling_the_service() {
         let layer = DistributedLockLayer::builder(offline_client())
             .route("/items/{id}/buy")
-            .key("item_<id>:<query.v>")
+            .key("item_<id:str>:<query.v:str>")
             .build()
             .unwrap();
         let called = service_fn(|_: Request<()>| async {
@@ -189,7 +189,7 @@ mod tests {
     async fn build_errors_name_the_problem() {
         let err = DistributedLockLayer::builder(offline_client())
             .route("/items/{sku}")
-            .key("item_<path.id>")
+            .key("item_<path.id:str>")
             .build()
             .unwrap_err();
         assert_eq!(
@@ -198,7 +198,7 @@ mod tests {
         );
         let err = DistributedLockLayer::builder(offline_client())
             .route("/items/{sku}")
-            .key("item_<id>")
+            .key("item_<id:str>")
             .build()
             .unwrap_err();
         assert_eq!(
@@ -243,7 +243,7 @@ mod tests {
     async fn a_request_cannot_steer_a_path_placeholder() {
         let layer = DistributedLockLayer::builder(offline_client())
             .route("/items/{id}/buy")
-            .key("item_<id>")
+            .key("item_<id:str>")
             .build()
             .unwrap();
         for uri in [
@@ -267,7 +267,7 @@ mod tests {
     #[tokio::test]
     async fn a_bare_placeholder_without_routes_never_reads_the_query() {
         let built = DistributedLockLayer::builder(offline_client())
-            .key("item_<id>")
+            .key("item_<id:str>")
             .build();
         #[cfg(feature = "axum")]
         match plan(&built.unwrap(), "/items/7/buy?id=8") {
@@ -281,7 +281,7 @@ mod tests {
         );
         // `<query.id>` is for those who mean it.
         let layer = DistributedLockLayer::builder(offline_client())
-            .key("item_<query.id>")
+            .key("item_<query.id:str>")
             .build()
             .unwrap();
         assert_eq!(locked_name(plan(&layer, "/x?id=8")), "item_8");
@@ -319,7 +319,7 @@ mod tests {
     #[tokio::test]
     async fn custom_rejections_replace_the_defaults() {
         let layer = DistributedLockLayer::builder(offline_client())
-            .key("item_<query.id>")
+            .key("item_<query.id:str>")
             .on_rejection(|rejection| {
                 let mut response = rejection.default_response();
                 *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;

@@ -82,7 +82,7 @@ fn router(
         Guard::Distributed => {
             let layer = DistributedLockLayer::builder(LockClient::new(url)?)
                 .route("/items/{id}/buy")
-                .key("item_<id>")
+                .key("item_<id:u64>") // as `Path<u64>` reads it: `08` is item 8
                 .wait(settings.lock_wait)
                 .build()?;
             router.route_layer(layer)

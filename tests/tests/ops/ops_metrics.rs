@@ -223,7 +223,7 @@ async fn the_layer_labels_by_template_and_records_the_request_id() {
     });
     let layer = lock_tower::DistributedLockLayer::builder(locks)
         .route("/items/{id}/buy")
-        .key("layer_<id>")
+        .key("layer_<id:u64>")
         .build()
         .unwrap();
     let app = axum::Router::new()

@@ -3,5 +3,6 @@
 //! One test target per area, so the heavy dependencies link a few times; each module is one
 //! concern.
 
+mod spellings;
 mod tower_axum;
 mod tower_tonic;

@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, watch, Notify};
 // Helpers: serving a router, a minimal HTTP/1.1 client.
 
 /// Serves `app` on a free loopback port until the test's runtime ends.
-async fn serve(app: Router) -> SocketAddr {
+pub(crate) async fn serve(app: Router) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
@@ -34,10 +34,10 @@ async fn serve(app: Router) -> SocketAddr {
 }
 
 #[derive(Debug)]
-struct Reply {
-    status: u16,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
     headers: HashMap<String, String>,
-    body: String,
+    pub(crate) body: String,
 }
 
 fn request_text(method: &str, path: &str, headers: &[(&str, &str)]) -> String {
@@ -56,7 +56,12 @@ async fn send(addr: SocketAddr, method: &str, path: &str) -> Reply {
 }
 
 /// [`send`] with extra request headers.
-async fn send_with(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+pub(crate) async fn send_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await.expect("connect");
         stream
@@ -96,7 +101,7 @@ fn parse(raw: &[u8]) -> Reply {
 fn item_layer(client: LockClient, wait: Duration) -> DistributedLockLayer {
     DistributedLockLayer::builder(client)
         .route("/items/{id}/buy")
-        .key("item_<id>")
+        .key("item_<id:str>")
         .wait(wait)
         .build()
         .expect("valid layer")
@@ -232,7 +237,7 @@ async fn busy_answer_names_the_family_not_the_holder() {
     let reply = send(addr, "POST", "/items/7/buy").await;
     assert_eq!(
         (reply.status, reply.body.as_str()),
-        (409, "lock `item_<id>` is busy\n")
+        (409, "lock `item_<id:str>` is busy\n")
     );
     let pid = std::process::id().to_string();
     let everything = format!("{:?}", reply);
@@ -268,7 +273,7 @@ async fn retry_after_follows_the_observed_hold_time() {
                     "done"
                 });
                 let layer = DistributedLockLayer::builder(client)
-                    .key(format!("held{hold}_<id>"))
+                    .key(format!("held{hold}_<id:str>"))
                     .wait(Duration::ZERO)
                     .build()
                     .unwrap();
@@ -305,7 +310,8 @@ async fn retry_after_follows_the_observed_hold_time() {
 async fn missing_key_parameter_answers_400_without_locking() {
     let server = RedisServer::start();
     let mut redis = server.conn().await;
-    let layer = DistributedLockLayer::new(locks::client(&server.url()), "sku_<query.sku>").unwrap();
+    let layer =
+        DistributedLockLayer::new(locks::client(&server.url()), "sku_<query.sku:str>").unwrap();
     let addr = serve(
         Router::new()
             .route("/buy", post(ok_handler))
@@ -333,7 +339,7 @@ async fn redis_down_answers_503_or_fails_open() {
     let closed = item_layer(client.clone(), Duration::from_millis(500));
     let open = DistributedLockLayer::builder(client)
         .route("/items/{id}/buy")
-        .key("item_<id>")
+        .key("item_<id:str>")
         .wait(Duration::from_millis(500))
         .on_outage(OutagePolicy::FailOpen)
         .build()
@@ -398,7 +404,7 @@ async fn lost_lock_aborts_the_request_with_503() {
     let server = RedisServer::start();
     let layer = DistributedLockLayer::builder(locks::client(&server.url()))
         .route("/items/{id}/buy")
-        .key("item_<id>")
+        .key("item_<id:str>")
         .lease(Duration::from_millis(500))
         .build()
         .unwrap();
@@ -513,10 +519,10 @@ async fn route_layer_without_routes_reads_axums_matched_route() {
     };
     let shops = Router::new()
         .route("/items/{id}", name.clone())
-        .route_layer(layer("shop_<shop>:item_<id>"));
+        .route_layer(layer("shop_<shop:str>:item_<id:str>"));
     let app = Router::new()
         .route("/items/{id}/buy", name)
-        .route_layer(layer("item_<id>"))
+        .route_layer(layer("item_<id:str>"))
         .nest("/shops/{shop}", shops);
     let addr = serve(app).await;
     let reply = send(addr, "POST", "/items/7/buy").await;
@@ -662,7 +668,7 @@ async fn no_request_steers_past_the_item_lock() {
 async fn a_placeholder_the_route_lacks_is_a_generic_400() {
     let server = RedisServer::start();
     let mut redis = server.conn().await;
-    let layer = DistributedLockLayer::new(locks::client(&server.url()), "item_<id>").unwrap();
+    let layer = DistributedLockLayer::new(locks::client(&server.url()), "item_<id:str>").unwrap();
     let addr = serve(
         Router::new()
             .route("/items/{sku}/buy", post(ok_handler))
@@ -747,7 +753,7 @@ async fn lost_lock_with_on_lost_continue_lets_the_handler_answer() {
     });
     let layer = |prefix: &str, on_lost| {
         DistributedLockLayer::builder(client.clone())
-            .key(format!("{prefix}_<id>"))
+            .key(format!("{prefix}_<id:str>"))
             .on_lost(on_lost)
             .build()
             .unwrap()
@@ -798,7 +804,7 @@ async fn lost_lock_with_on_lost_continue_lets_the_handler_answer() {
 async fn custom_rejection_replaces_the_busy_answer() {
     let server = RedisServer::start();
     let layer = DistributedLockLayer::builder(locks::client(&server.url()))
-        .key("item_<id>")
+        .key("item_<id:str>")
         .wait(Duration::from_millis(200))
         .on_rejection(|rejection| {
             if rejection.kind() != RejectionKind::Busy {
@@ -850,7 +856,7 @@ async fn a_layer_without_a_wait_uses_the_clients() {
         .wait(Duration::from_millis(300))
         .build()
         .unwrap();
-    let layer = DistributedLockLayer::new(client, "item_<id>").unwrap();
+    let layer = DistributedLockLayer::new(client, "item_<id:str>").unwrap();
     let addr = serve(
         Router::new()
             .route("/items/{id}/buy", post(ok_handler))
@@ -880,7 +886,7 @@ async fn random_ids_through_the_layer_leave_no_key() {
 
     let server = RedisServer::start();
     let mut redis = server.conn().await;
-    let layer = DistributedLockLayer::new(locks::client(&server.url()), "item_<id>").unwrap();
+    let layer = DistributedLockLayer::new(locks::client(&server.url()), "item_<id:str>").unwrap();
     let app = Router::new()
         .route("/items/{id}/buy", post(ok_handler))
         .route_layer(layer);
@@ -930,7 +936,7 @@ async fn reads_share_and_writes_are_alone_by_method() {
     let (readers, writers) = (Arc::new(Inside::default()), Arc::new(Inside::default()));
     let beside = Arc::new(AtomicUsize::new(0));
     let layer = DistributedLockLayer::builder(locks::client(&server.url()))
-        .key("item_<id>")
+        .key("item_<id:str>")
         .read_write_by_method()
         .wait(Duration::from_secs(30))
         .build()
@@ -981,7 +987,7 @@ async fn the_semaphore_layer_limits_each_key() {
     let server = RedisServer::start();
     let per_tenant: Arc<[Inside; 2]> = Arc::new(Default::default());
     let layer = DistributedSemaphoreLayer::builder(locks::client(&server.url()), 2)
-        .key("exports_<header.x-tenant>")
+        .key("exports_<header.x-tenant:str>")
         .wait(Duration::from_secs(30))
         .build()
         .unwrap();
@@ -1016,7 +1022,7 @@ async fn the_semaphore_layer_limits_each_key() {
 
     for (full, status) in [(None, 429), (Some(StatusCode::SERVICE_UNAVAILABLE), 503)] {
         let mut builder = DistributedSemaphoreLayer::builder(locks::client(&server.url()), 1)
-            .key("reports_<header.x-tenant>")
+            .key("reports_<header.x-tenant:str>")
             .wait(Duration::from_millis(200));
         if let Some(full) = full {
             builder = builder.when_full(full);
@@ -1042,7 +1048,10 @@ async fn the_semaphore_layer_limits_each_key() {
         let reply = send_with(addr, "POST", "/report", &[("x-tenant", "a")]).await;
         assert_eq!(reply.status, status, "{reply:?}");
         assert!(reply.headers.contains_key("retry-after"), "{reply:?}");
-        assert_eq!(reply.body, "limit `reports_<header.x-tenant>` is reached\n");
+        assert_eq!(
+            reply.body,
+            "limit `reports_<header.x-tenant:str>` is reached\n"
+        );
         release.notify_one();
         assert_eq!(first.await.unwrap(), 200);
     }

@@ -181,7 +181,7 @@ where
 fn order_layer(client: LockClient, wait: Duration) -> DistributedLockLayer {
     DistributedLockLayer::builder(client)
         .route(PLACE_ORDER)
-        .key("order_<header.x-order-id>")
+        .key("order_<header.x-order-id:u64>")
         .wait(wait)
         .build()
         .unwrap()
@@ -274,7 +274,7 @@ async fn busy_order_answers_aborted() {
     assert_eq!(status.code(), Code::Aborted, "{status:?}");
     assert_eq!(
         status.message(),
-        "lock `order_<header.x-order-id>` is busy",
+        "lock `order_<header.x-order-id:u64>` is busy",
         "{status:?}"
     );
     let pid = std::process::id().to_string();
@@ -295,6 +295,34 @@ async fn busy_order_answers_aborted() {
     assert_eq!(order.order_id, 42);
     guard.release().await.unwrap();
     assert!(call(&client, Some("42")).await.unwrap().fencing_token > 0);
+}
+
+/// Typed metadata: every spelling of order 42 that `u64` parses (`042`, `+42`, `0042`)
+/// meets the hold of `order_42` (ABORTED), and one it rejects is INVALID_ARGUMENT before
+/// any lock attempt — the layer locks the value the method reads, not the text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_spellings_of_one_order_meet_its_hold() {
+    let server = RedisServer::start();
+    let holder = locks::client(&server.url());
+    let guard = holder.lock("order_42").await.unwrap();
+    let addr = serve(
+        order_layer(locks::client(&server.url()), Duration::from_millis(150)),
+        token_handler(),
+    )
+    .await;
+    let client = connect(addr).await;
+    for spelling in ["42", "042", "+42", "0042"] {
+        let status = call(&client, Some(spelling)).await.unwrap_err();
+        assert_eq!(status.code(), Code::Aborted, "{spelling}: {status:?}");
+    }
+    let status = call(&client, Some("4x2")).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "key parameter `header.x-order-id` is not a valid u64"
+    );
+    guard.release().await.unwrap();
+    assert!(call(&client, Some("+42")).await.is_ok());
 }
 
 /// Missing metadata answers INVALID_ARGUMENT naming it, before any lock attempt.
@@ -344,7 +372,7 @@ async fn lost_lock_answers_aborted() {
     let server = RedisServer::start();
     let layer = DistributedLockLayer::builder(locks::client(&server.url()))
         .route(PLACE_ORDER)
-        .key("order_<header.x-order-id>")
+        .key("order_<header.x-order-id:u64>")
         .lease(Duration::from_millis(500))
         .build()
         .unwrap();
@@ -368,7 +396,7 @@ async fn a_full_semaphore_answers_resource_exhausted() {
     let server = RedisServer::start();
     let layer = DistributedSemaphoreLayer::builder(locks::client(&server.url()), 1)
         .route(PLACE_ORDER)
-        .key("orders_<header.x-order-id>")
+        .key("orders_<header.x-order-id:u64>")
         .wait(Duration::from_millis(200))
         .build()
         .unwrap();
@@ -408,7 +436,7 @@ async fn a_full_semaphore_answers_resource_exhausted() {
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert_eq!(
         status.message(),
-        "limit `orders_<header.x-order-id>` is reached"
+        "limit `orders_<header.x-order-id:u64>` is reached"
     );
     release.notify_one();
     assert!(first.await.unwrap().is_ok());
