@@ -62,7 +62,7 @@
 //! request id, since when) next to it, in the same script, so a busy lock's
 //! [`LockError::WaitTimeout`] names its holder. [`LockClient::inspect`],
 //! [`LockClient::list`] and [`LockClient::force_release`] are the operator's tools, and the
-//! `distlock` CLI wraps them (`cargo install lock-core --features cli`).
+//! `distlock` CLI (package `distlock-cli`) wraps them.
 //!
 //! # Metrics
 //! With the `metrics` feature, the client reports through the [`metrics`](https://docs.rs/metrics)
@@ -92,7 +92,6 @@
 //! - `macros`: re-exports `#[distributed_lock]`, the attribute for async functions (see the
 //!   `lock-macros` crate for its options).
 //! - `metrics`: reports the metrics above through the `metrics` facade.
-//! - `cli`: builds the `distlock` binary.
 //! - `axum`: `LockError` implements axum's `IntoResponse`, and `tonic`: `tonic::Status:
 //!   From<LockError>` — so a handler or gRPC method can return lock errors with `?`, with
 //!   lock-tower's status codes and a body that never names the holder (409 / `ABORTED` when

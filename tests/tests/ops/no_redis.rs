@@ -21,7 +21,8 @@ use distlock_tests::free_port;
 /// How long a binary may take to give up; it should take milliseconds.
 const BOUND: Duration = Duration::from_secs(60);
 
-/// The examples that talk to Redis, with the arguments they are run with here.
+/// The examples (and the benchmark) that talk to Redis, with the arguments they are run with
+/// here.
 const EXAMPLES: &[(&str, &[&str])] = &[
     ("axum_inventory", &[]),
     ("axum_inventory", &["--demo"]),
@@ -147,15 +148,11 @@ fn build_binaries() -> HashMap<String, PathBuf> {
             "-p",
             "distlock-examples",
             "-p",
-            "lock-core",
+            "distlock-bench",
+            "-p",
+            "distlock-cli",
         ])
-        .args([
-            "--features",
-            "lock-core/cli",
-            "--examples",
-            "--bin",
-            "distlock",
-        ]);
+        .args(["--examples", "--bins"]);
     if built_with_release() {
         command.arg("--release");
     }

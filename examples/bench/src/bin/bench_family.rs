@@ -10,13 +10,13 @@
 //!   the other — µs per acquire + release, Redis calls and Redis µs per cycle.
 //!
 //! ```sh
-//! cargo run --release -p distlock-examples --example bench_family
-//! cargo run --release -p distlock-examples --example bench_family -- --quick
+//! cargo run --release -p distlock-bench --bin bench_family
+//! cargo run --release -p distlock-bench --bin bench_family -- --quick
 //! ```
 
 // Shared with `bench`, which uses all of it.
 #[allow(dead_code)]
-#[path = "../bench/server.rs"]
+#[path = "../server.rs"]
 mod server;
 
 use std::sync::atomic::{AtomicU64, Ordering};

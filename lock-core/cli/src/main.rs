@@ -1,7 +1,7 @@
 //! `distlock`: inspect, list, force-release and watch distlock (and Redisson) locks.
 //!
 //! ```text
-//! cargo install --locked lock-core --features cli
+//! cargo install --locked --path lock-core/cli   # or: cargo install distlock-cli, once published
 //! distlock --url redis://10.0.0.5:6379 list
 //! distlock inspect item_7
 //! distlock release --force item_7

@@ -3,22 +3,16 @@
 //! hand-written baseline. See BENCHMARKS.md for the scenarios and the latest results.
 //!
 //! ```sh
-//! cargo run --release -p distlock-examples --example bench            # full (~7 min)
-//! cargo run --release -p distlock-examples --example bench -- --quick # smoke test
-//! cargo run --release -p distlock-examples --example bench -- --scenarios A,C --libs baseline,distlock
+//! cargo run --release -p distlock-bench --bin bench            # full (~7 min)
+//! cargo run --release -p distlock-bench --bin bench -- --quick # smoke test
+//! cargo run --release -p distlock-bench --bin bench -- --scenarios A,C --libs baseline,distlock
 //! ```
 
-#[path = "../bench/layer.rs"]
 mod layer;
-#[path = "../bench/peers.rs"]
 mod peers;
-#[path = "../bench/report.rs"]
 mod report;
-#[path = "../bench/scenarios.rs"]
 mod scenarios;
-#[path = "../bench/server.rs"]
 mod server;
-#[path = "../bench/watchdog.rs"]
 mod watchdog;
 
 use std::time::{Duration, Instant};
