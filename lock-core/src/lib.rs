@@ -115,6 +115,7 @@ pub use client::default::{default_client, set_default_client};
 pub use client::handle::LockClient;
 pub use error::LockError;
 pub use lock::guard::{LockGuard, Lost, Release};
+pub use lock::guarded::{Guarded, GuardedRun};
 pub use lock::multi::{MultiLockGuard, MultiLockRequest, MultiLost};
 pub use lock::request::{LockRequest, OnLost};
 pub use lock::scope::{

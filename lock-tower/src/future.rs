@@ -8,10 +8,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
 use http::{Request, Response};
-use lock_core::{
-    with_lock_info, InScope, LockGuard, LockRequest, Lost, OnLost, OwnerScope, Release,
-    WithLockInfo,
-};
+use lock_core::{GuardedRun, InScope, LockGuard, LockRequest, OwnerScope};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
@@ -26,8 +23,9 @@ pin_project! {
     /// The response future of [`DistributedLock`](crate::DistributedLock).
     ///
     /// A state machine: for a locked request it takes the lock in the request's owner scope,
-    /// then drives the inner service's future in that scope with the lock's guard as a field,
-    /// then releases the lock and hands the response on. Dropping it (a client that
+    /// then drives lock-core's [`GuardedRun`] in that scope — the inner service's future
+    /// with the lock's guard as a field, aborted if the lock is lost, the lock released
+    /// before the response is handed on. Dropping it (a client that
     /// disconnected, a timeout layer that gave up) drops the inner future and the guard,
     /// which releases the lock at once in the background. Only the acquisition is boxed;
     /// requests that match no route, or whose key is invalid, allocate nothing.
@@ -65,21 +63,13 @@ pin_project! {
             config: Arc<Config>,
             grpc: bool,
         },
-        Calling {
+        Running {
             #[pin]
-            future: InScope<WithLockInfo<Call<S, Request<ReqBody>>>>,
-            guard: LockGuard,
-            // `None` with `OnLost::Continue`: the loss is only logged.
-            #[pin]
-            lost: Option<Lost>,
+            run: InScope<GuardedRun<LockGuard, Call<S, Request<ReqBody>>>>,
             // When the lock was taken: the hold time feeds `Retry-After`.
             since: Instant,
             config: Arc<Config>,
             grpc: bool,
-        },
-        Releasing {
-            release: Release,
-            output: Result<S::Response, S::Error>,
         },
         Unlocked {
             #[pin]
@@ -179,14 +169,10 @@ where
                     };
                     match acquired {
                         Ok(guard) => {
-                            let info = guard.info();
-                            request.extensions_mut().insert(info.clone());
-                            let lost = (config.on_lost == OnLost::Abort).then(|| guard.lost());
+                            request.extensions_mut().insert(guard.info());
                             let call = Call::Pending { service, request };
-                            state.set(State::Calling {
-                                future: scope.enter(with_lock_info(info, call)),
-                                guard,
-                                lost,
+                            state.set(State::Running {
+                                run: scope.enter(guard.run(config.on_lost, call)),
                                 since: Instant::now(),
                                 config,
                                 grpc,
@@ -206,54 +192,23 @@ where
                         }
                     }
                 }
-                StateProj::Calling {
-                    future,
-                    guard,
-                    lost,
+                StateProj::Running {
+                    run,
+                    since,
                     config,
                     grpc,
-                    ..
                 } => {
-                    // The work first: a response that is ready wins over a loss seen late.
-                    if let Poll::Ready(output) = future.poll(cx) {
-                        let StateOwn::Calling {
-                            guard,
-                            since,
-                            config,
-                            ..
-                        } = state.as_mut().project_replace(State::Done)
-                        else {
-                            unreachable!()
-                        };
-                        config.holds.record(since.elapsed());
-                        state.set(State::Releasing {
-                            release: guard.release(),
-                            output,
-                        });
-                        continue;
-                    }
-                    let Some(lost) = lost.as_pin_mut() else {
-                        return Poll::Pending;
+                    let outcome = ready!(run.poll(cx));
+                    let answer = match outcome {
+                        Ok(output) => {
+                            config.holds.record(since.elapsed());
+                            output.map(wrap)
+                        }
+                        // Lost under `OnLost::Abort`: the inner future is dropped.
+                        Err(error) => Ok(config.reject(&config.lock_rejection(error, *grpc))),
                     };
-                    ready!(lost.poll(cx));
-                    let rejection = config.lock_rejection(guard.lost_error(), *grpc);
-                    let config = Arc::clone(config);
-                    // Drops the inner future, then the guard (whose hold has ended).
                     state.set(State::Done);
-                    return Poll::Ready(Ok(config.reject(&rejection)));
-                }
-                StateProj::Releasing { release, .. } => {
-                    // Released before the response is handed on: a client that sends its
-                    // next request at once does not find its own lock.
-                    if let Err(error) = ready!(Pin::new(release).poll(cx)) {
-                        tracing::warn!(%error, "release after the guarded work failed");
-                    }
-                    let StateOwn::Releasing { output, .. } =
-                        state.as_mut().project_replace(State::Done)
-                    else {
-                        unreachable!()
-                    };
-                    return Poll::Ready(output.map(wrap));
+                    return Poll::Ready(answer);
                 }
                 StateProj::Unlocked { future } => {
                     let output = ready!(future.poll(cx));
@@ -282,8 +237,7 @@ where
         let state = match &self.state {
             State::Start { .. } => "Start",
             State::Acquiring { .. } => "Acquiring",
-            State::Calling { .. } => "Calling",
-            State::Releasing { .. } => "Releasing",
+            State::Running { .. } => "Running",
             State::Unlocked { .. } => "Unlocked",
             State::Rejected { .. } => "Rejected",
             State::Done => "Done",

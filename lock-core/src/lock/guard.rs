@@ -13,9 +13,10 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::client::config::check_request_lease;
 use crate::error::LockError;
-use crate::lock::guarded::Guarded;
+use crate::lock::guarded::{Guarded, GuardedRun};
 use crate::lock::held::{finish_in_background, Held};
 use crate::lock::quorum::{renewal, Renewal};
+use crate::lock::request::OnLost;
 use crate::lock::scope::LockInfo;
 use crate::protocol::mode::LockMode;
 use crate::protocol::name::LockName;
@@ -153,6 +154,32 @@ impl LockGuard {
         }
     }
 
+    /// Runs `work` under this hold, then releases it: the future that
+    /// [`LockRequest::run`](crate::LockRequest::run) awaits once the lock is taken, nameable
+    /// so that a hand-written future (a tower service's, say) can hold it as a field. With
+    /// [`OnLost::Abort`] the work is dropped at its next `.await` once the hold is lost.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
+    /// use lock_core::{GuardedRun, LockGuard, OnLost};
+    /// let guard = client.lock("item_7").await?;
+    /// let token = guard.fencing_token();
+    /// let run: GuardedRun<LockGuard, _> = guard.run(OnLost::Abort, async move { token });
+    /// assert_eq!(run.await?, token); // released before it resolves
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The future resolves to [`LockError::Lost`] when the hold is lost under
+    /// [`OnLost::Abort`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops the work and this guard, which releases the hold in the
+    /// background.
+    pub fn run<F: Future>(self, on_lost: OnLost, work: F) -> GuardedRun<Self, F> {
+        GuardedRun::new(self, on_lost, work)
+    }
+
     /// Releases this hold. The Redis lock is deleted (and waiters woken) when this is the
     /// outermost hold of its scope.
     ///
@@ -185,8 +212,11 @@ impl Drop for LockGuard {
     }
 }
 
+impl crate::lock::guarded::sealed::Sealed for LockGuard {}
+
 impl Guarded for LockGuard {
     type Lost = Lost;
+    type Release = Release;
 
     fn lost(&self) -> Lost {
         LockGuard::lost(self)
@@ -200,7 +230,7 @@ impl Guarded for LockGuard {
         LockGuard::info(self)
     }
 
-    fn release(self) -> impl Future<Output = Result<(), LockError>> + Send {
+    fn release(self) -> Release {
         LockGuard::release(self)
     }
 }

@@ -1,46 +1,148 @@
-//! Running work under a hold: what [`LockRequest::run`](crate::LockRequest::run) and
-//! [`MultiLockRequest::run`](crate::MultiLockRequest::run) share.
+//! Running work under a hold: [`GuardedRun`], what [`LockRequest::run`](crate::LockRequest::run),
+//! [`MultiLockRequest::run`](crate::MultiLockRequest::run), [`LockGuard::run`] and
+//! lock-tower's response future share.
 
+use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use pin_project_lite::pin_project;
 
 use crate::error::LockError;
 use crate::lock::request::OnLost;
-use crate::lock::scope::{with_lock_info, LockInfo};
+use crate::lock::scope::{with_lock_info, LockInfo, WithLockInfo};
 
 /// A hold that work can run under: a [`LockGuard`](crate::LockGuard) or a
 /// [`MultiLockGuard`](crate::MultiLockGuard).
-pub(crate) trait Guarded: Sized {
+pub trait Guarded: Sized + sealed::Sealed {
     /// Resolves when the hold can no longer be assumed held.
+    #[doc(hidden)]
     type Lost: Future<Output = ()> + Send;
+    /// The release of the hold.
+    #[doc(hidden)]
+    type Release: Future<Output = Result<(), LockError>> + Send;
+    #[doc(hidden)]
     fn lost(&self) -> Self::Lost;
+    #[doc(hidden)]
     fn lost_error(&self) -> LockError;
     /// What [`current_lock`](crate::current_lock) answers inside the work.
+    #[doc(hidden)]
     fn info(&self) -> LockInfo;
-    fn release(self) -> impl Future<Output = Result<(), LockError>> + Send;
+    #[doc(hidden)]
+    fn release(self) -> Self::Release;
 }
 
-/// Runs `work` under `guard`, then releases it. With [`OnLost::Abort`] the work is dropped
-/// at its next `.await` once the hold is lost, and [`LockError::Lost`] returned. A failed
-/// release after the work completed is logged, not returned: the work is done and its
-/// output is more useful to the caller.
-pub(crate) async fn run_under<G: Guarded, F: Future>(
-    guard: G,
-    on_lost: OnLost,
-    work: F,
-) -> Result<F::Output, LockError> {
-    let lost = guard.lost();
-    let work = with_lock_info(guard.info(), work);
-    let output = match on_lost {
-        OnLost::Continue => work.await,
-        OnLost::Abort => tokio::select! {
-            biased;
-            output = work => output,
-            // Only a loss ends the hold here: this guard keeps the scope's count up.
-            () = lost => return Err(guard.lost_error()),
-        },
-    };
-    if let Err(error) = guard.release().await {
-        tracing::warn!(%error, "release after the guarded work failed");
+pub(crate) mod sealed {
+    /// Only lock-core's guards are [`Guarded`](super::Guarded).
+    pub trait Sealed {}
+}
+
+pin_project! {
+    /// `work` run under a hold, then the hold released: made by
+    /// [`LockGuard::run`](crate::LockGuard::run).
+    ///
+    /// It polls the work first (a result that is ready wins over a loss seen late); with
+    /// [`OnLost::Abort`] it drops the work at its next `.await` once the hold is lost and
+    /// resolves to [`LockError::Lost`]. When the work is done it releases the hold, then
+    /// resolves to the work's output: a caller that sends its next request at once does not
+    /// find its own lock. A failed release after the work completed is logged, not
+    /// returned: the work is done and its output is more useful to the caller.
+    ///
+    /// # Cancel safety
+    /// Dropping it drops the work and the guard, which releases the hold in the background.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct GuardedRun<G: Guarded, F: Future> {
+        #[pin]
+        state: State<G, F>,
     }
-    Ok(output)
+}
+
+pin_project! {
+    #[project = StateProj]
+    #[project_replace = StateOwn]
+    enum State<G: Guarded, F: Future> {
+        Working {
+            #[pin]
+            work: WithLockInfo<F>,
+            // `None` with `OnLost::Continue`.
+            #[pin]
+            lost: Option<G::Lost>,
+            guard: G,
+        },
+        Releasing {
+            #[pin]
+            release: G::Release,
+            output: F::Output,
+        },
+        Done,
+    }
+}
+
+impl<G: Guarded, F: Future> GuardedRun<G, F> {
+    pub(crate) fn new(guard: G, on_lost: OnLost, work: F) -> Self {
+        let lost = (on_lost == OnLost::Abort).then(|| guard.lost());
+        Self {
+            state: State::Working {
+                work: with_lock_info(guard.info(), work),
+                lost,
+                guard,
+            },
+        }
+    }
+}
+
+impl<G: Guarded, F: Future> Future for GuardedRun<G, F> {
+    type Output = Result<F::Output, LockError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProj::Working { work, lost, guard } => {
+                    if let Poll::Ready(output) = work.poll(cx) {
+                        let StateOwn::Working { guard, .. } =
+                            state.as_mut().project_replace(State::Done)
+                        else {
+                            unreachable!()
+                        };
+                        let release = guard.release();
+                        state.set(State::Releasing { release, output });
+                        continue;
+                    }
+                    let Some(lost) = lost.as_pin_mut() else {
+                        return Poll::Pending;
+                    };
+                    ready!(lost.poll(cx));
+                    let error = guard.lost_error();
+                    // Drops the work, then the guard (whose hold has ended).
+                    state.set(State::Done);
+                    return Poll::Ready(Err(error));
+                }
+                StateProj::Releasing { release, .. } => {
+                    if let Err(error) = ready!(release.poll(cx)) {
+                        tracing::warn!(%error, "release after the guarded work failed");
+                    }
+                    let StateOwn::Releasing { output, .. } =
+                        state.as_mut().project_replace(State::Done)
+                    else {
+                        unreachable!()
+                    };
+                    return Poll::Ready(Ok(output));
+                }
+                StateProj::Done => panic!("GuardedRun polled after completion"),
+            }
+        }
+    }
+}
+
+impl<G: Guarded, F: Future> fmt::Debug for GuardedRun<G, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Working { .. } => "Working",
+            State::Releasing { .. } => "Releasing",
+            State::Done => "Done",
+        };
+        f.debug_struct("GuardedRun").field("state", &state).finish()
+    }
 }

@@ -23,7 +23,7 @@ use crate::client::handle::{ClientInner, LockClient};
 use crate::error::LockError;
 use crate::lock::acquire::owner_id;
 use crate::lock::guard::{LockGuard, Lost};
-use crate::lock::guarded::{run_under, Guarded};
+use crate::lock::guarded::{Guarded, GuardedRun};
 use crate::lock::held::{Acquired, Held};
 use crate::lock::pending::Pending;
 use crate::lock::request::{LockRequest, OnLost};
@@ -156,7 +156,7 @@ impl MultiLockRequest {
     /// Dropping this future drops `fut` and releases the locks in the background.
     pub async fn run<F: Future>(self, fut: F) -> Result<F::Output, LockError> {
         let on_lost = self.on_lost;
-        scope(async move { run_under(self.acquire().await?, on_lost, fut).await }).await
+        scope(async move { GuardedRun::new(self.acquire().await?, on_lost, fut).await }).await
     }
 
     /// The request for one name, with this request's options and what is left of the wait.
@@ -434,8 +434,12 @@ impl MultiLockGuard {
     }
 }
 
+impl crate::lock::guarded::sealed::Sealed for MultiLockGuard {}
+
 impl Guarded for MultiLockGuard {
     type Lost = MultiLost;
+    // A multi-lock releases several names at once; one box per run is its price.
+    type Release = futures_util::future::BoxFuture<'static, Result<(), LockError>>;
 
     fn lost(&self) -> MultiLost {
         MultiLockGuard::lost(self)
@@ -450,8 +454,8 @@ impl Guarded for MultiLockGuard {
         self.guards[self.first_given].info()
     }
 
-    fn release(self) -> impl Future<Output = Result<(), LockError>> + Send {
-        MultiLockGuard::release(self)
+    fn release(self) -> Self::Release {
+        Box::pin(MultiLockGuard::release(self))
     }
 }
 

@@ -12,7 +12,7 @@ use crate::client::handle::LockClient;
 use crate::error::LockError;
 use crate::lock::acquire;
 use crate::lock::guard::LockGuard;
-use crate::lock::guarded::run_under;
+use crate::lock::guarded::GuardedRun;
 use crate::lock::scope::scope;
 use crate::metrics::{Family, DEFAULT_FAMILY};
 use crate::protocol::mode::LockMode;
@@ -176,7 +176,7 @@ impl LockRequest {
     /// Dropping this future drops `fut` and releases the lock in the background.
     pub async fn run<F: Future>(self, fut: F) -> Result<F::Output, LockError> {
         let on_lost = self.on_lost;
-        scope(async move { run_under(self.acquire().await?, on_lost, fut).await }).await
+        scope(async move { GuardedRun::new(self.acquire().await?, on_lost, fut).await }).await
     }
 }
 
