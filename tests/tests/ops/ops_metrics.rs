@@ -239,7 +239,7 @@ async fn the_layer_labels_by_template_and_records_the_request_id() {
         .await
         .unwrap();
     assert_eq!(&body[..], b"req-42");
-    let acquired = ["outcome=acquired", "family=layer_<id>"];
+    let acquired = ["outcome=acquired", "family=layer_<id:u64>"];
     assert_eq!(counter("distlock_acquisitions_total", &acquired), 1);
-    assert_eq!(gauge("distlock_held", &["family=layer_<id>"]), 0.0);
+    assert_eq!(gauge("distlock_held", &["family=layer_<id:u64>"]), 0.0);
 }
