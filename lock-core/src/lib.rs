@@ -104,7 +104,9 @@
 #[cfg(any(feature = "axum", feature = "tonic"))]
 mod answers;
 mod client;
+mod election;
 mod error;
+mod job;
 mod lock;
 mod metrics;
 mod ops;
@@ -114,7 +116,13 @@ mod transport;
 pub use client::builder::LockClientBuilder;
 pub use client::default::{default_client, set_default_client};
 pub use client::handle::LockClient;
+pub use election::handle::Election;
+pub use election::leader::Leader;
+pub use election::leadership::Leadership;
+pub use election::observe::Observe;
 pub use error::LockError;
+pub use job::outcome::{JobOutcome, Skipped};
+pub use job::request::JobRequest;
 pub use lock::guard::{LockGuard, Lost, Release};
 pub use lock::multi::{MultiLockGuard, MultiLockRequest, MultiLost};
 pub use lock::request::{LockRequest, OnLost};

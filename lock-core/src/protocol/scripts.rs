@@ -38,6 +38,8 @@ use crate::protocol::replies::{
 /// ([`LockKeys::in_key_order`]). `fence` is given under Redlock only (nil in Lua otherwise).
 const KEY_ORDER: [&str; 4] = ["key", "queue", "deadlines", "fence"];
 
+pub(crate) mod fleet;
+
 /// A semaphore's keys: its fourth is the hash of its holders' records (semaphores are not
 /// taken under Redlock, so there is no fence).
 const SEMAPHORE_KEY_ORDER: [&str; 4] = ["key", "queue", "deadlines", "holders"];
