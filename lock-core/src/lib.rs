@@ -160,6 +160,30 @@ pub mod __private {
             Err(error)
         }
     }
+
+    /// How a scheduled job's function (`on_busy = "skip"`) returns: implemented only for
+    /// `Result<JobOutcome<T>, E>`, whose body returns `Result<T, E>`.
+    #[diagnostic::on_unimplemented(
+        message = "`#[distributed_lock(on_busy = \"skip\")]` functions must return `Result<JobOutcome<T>, E>`: a skipped fire is `Ok(JobOutcome::Skipped(_))`, and the body returns `Result<T, E>`; `{Self}` is not",
+        label = "not a `Result<JobOutcome<T>, E>`"
+    )]
+    pub trait JobResult {
+        /// What the body returns.
+        type Body;
+        /// The function's result from the job's outcome.
+        fn from_outcome(outcome: crate::JobOutcome<Self::Body>) -> Self;
+    }
+
+    #[diagnostic::do_not_recommend]
+    impl<T, E> JobResult for Result<crate::JobOutcome<T>, E> {
+        type Body = Result<T, E>;
+        fn from_outcome(outcome: crate::JobOutcome<Result<T, E>>) -> Self {
+            match outcome {
+                crate::JobOutcome::Ran(body) => body.map(crate::JobOutcome::Ran),
+                crate::JobOutcome::Skipped(skipped) => Ok(crate::JobOutcome::Skipped(skipped)),
+            }
+        }
+    }
 }
 
 #[cfg(feature = "macros")]
