@@ -57,6 +57,29 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Run once across the fleet
+//! [`LockClient::job`] runs a scheduled job's fire on one instance and skips it on the
+//! others, saying which in a [`JobOutcome`] (ShedLock's semantics: `hold_at_least` keeps
+//! the name held after a fast job so skewed schedules do not run a fire twice,
+//! `hold_at_most` ends a dead instance's hold). [`LockClient::election`] elects a leader:
+//! [`Election::campaign`] waits for a [`Leadership`] (its term's fencing token, `lost()`,
+//! `resign()`), [`Election::leader`] reads who leads and [`Election::observe`] streams the
+//! changes.
+//!
+//! ```no_run
+//! # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
+//! use std::time::Duration;
+//! use lock_core::JobOutcome;
+//!
+//! let fire = client.job("nightly_report").hold_at_least(Duration::from_secs(300));
+//! if let JobOutcome::Skipped(_) = fire.run(async { /* the report */ }).await? {
+//!     println!("another instance runs it");
+//! }
+//! let term = client.election("orders_consumer").campaign().await?;
+//! term.resign().await?;
+//! # Ok(()) }
+//! ```
+//!
 //! # Operating locks
 //! Every acquisition records who holds the lock ([`HolderInfo`]: service, host, pid,
 //! request id, since when) next to it, in the same script, so a busy lock's
