@@ -9,6 +9,7 @@ use std::time::Duration;
 use distlock_tests::fault::holder::{fields, HolderProcess};
 use distlock_tests::locks::{client, keys_left, pttl, wait_until, GENEROUS};
 use distlock_tests::RedisServer;
+use futures_util::StreamExt;
 use lock_core::LockClient;
 use redis::AsyncCommands;
 use tokio::time::Instant;
@@ -108,6 +109,14 @@ fn the_overlap_detector_fires_on_interleaved_terms() {
 async fn one_leader_at_a_time_through_kill_and_resign() {
     let (lock, store) = (RedisServer::start(), RedisServer::start());
     let mut fleet = Fleet::start(&lock, &store, "orders");
+    // An observer in this process records every change it sees.
+    let mut changes = fleet.locks.election("orders").observe();
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let observer = tokio::spawn(async move {
+        while let Some(change) = changes.next().await {
+            let _ = seen_tx.send(change.map(|leader| leader.fencing_token()));
+        }
+    });
     let (first, token_1) = fleet.leader().await;
     fleet.instances[first].expect("LEADER", GENEROUS).await;
     fleet.wait_write(token_1).await;
@@ -147,6 +156,17 @@ async fn one_leader_at_a_time_through_kill_and_resign() {
 
     let log = fleet.raw_log().await;
     assert_eq!(interleaved(&log), 0, "two leaders wrote at once: {log:?}");
+
+    // observe() saw the three terms, in order (and no other), each once.
+    let mut terms = Vec::new();
+    while terms.len() < 3 {
+        let change = tokio::time::timeout(GENEROUS, seen.recv()).await;
+        if let Some(token) = change.expect("a change").expect("observing") {
+            terms.push(token);
+        }
+    }
+    observer.abort();
+    assert_eq!(terms, [token_1, token_2, token_3]);
     for instance in fleet.instances.drain(..) {
         drop(instance.into_lines(GENEROUS).await);
     }
