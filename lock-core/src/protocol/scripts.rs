@@ -34,11 +34,12 @@ use crate::protocol::replies::{
     AcquireReply, ForceReleaseReply, InspectReply, MultiAcquireReply, ReleaseReply, RenewReply,
 };
 
+// The scripts of scheduled jobs and elections, beside the lock's (they use `LockScript`).
+pub(crate) mod fleet;
+
 /// The Lua names of a lock's keys, in the one order every script of one lock takes them
 /// ([`LockKeys::in_key_order`]). `fence` is given under Redlock only (nil in Lua otherwise).
 const KEY_ORDER: [&str; 4] = ["key", "queue", "deadlines", "fence"];
-
-pub(crate) mod fleet;
 
 /// A semaphore's keys: its fourth is the hash of its holders' records (semaphores are not
 /// taken under Redlock, so there is no fence).
