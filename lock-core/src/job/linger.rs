@@ -96,11 +96,5 @@ pub(crate) async fn release_at(guard: LockGuard, until: Instant) -> Result<(), L
     if kept(&answers) {
         return Ok(());
     }
-    let answered = answers.iter().any(Result::is_ok);
-    match answers.into_iter().find_map(Result::err) {
-        Some(error) if !answered => Err(error),
-        _ => Err(LockError::NotHeld {
-            name: held.name.clone(),
-        }),
-    }
+    Err(held.not_released(answers))
 }

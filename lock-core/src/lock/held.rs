@@ -222,13 +222,18 @@ impl Held {
         if released(&answers) {
             return Ok(());
         }
-        // "Not held" if any node answered; an error only if none did.
+        Err(self.not_released(answers))
+    }
+
+    /// Why an owner-checked ending of this hold found nothing: [`LockError::NotHeld`] if any
+    /// node answered, the first error only if none did.
+    pub(crate) fn not_released<T>(&self, answers: Vec<Result<T, LockError>>) -> LockError {
         let answered = answers.iter().any(Result::is_ok);
         match answers.into_iter().find_map(Result::err) {
-            Some(error) if !answered => Err(error),
-            _ => Err(LockError::NotHeld {
+            Some(error) if !answered => error,
+            _ => LockError::NotHeld {
                 name: self.name.clone(),
-            }),
+            },
         }
     }
 

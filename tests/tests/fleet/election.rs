@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use distlock_tests::fault::holder::{fields, HolderProcess};
-use distlock_tests::locks::{client, keys_left, pttl, wait_until, GENEROUS};
+use distlock_tests::locks::{client, wait_until, GENEROUS};
 use distlock_tests::RedisServer;
 use futures_util::StreamExt;
 use lock_core::LockClient;
@@ -171,15 +171,7 @@ async fn one_leader_at_a_time_through_kill_and_resign() {
         drop(instance.into_lines(GENEROUS).await);
     }
     // Every key of the election has a TTL (the killed leaders' terms end with it).
-    let mut conn = lock
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    for key in keys_left(&mut conn).await {
-        let ttl = pttl(&mut conn, &key).await;
-        assert!(ttl > 0, "{key} has PTTL {ttl}");
-    }
+    crate::every_key_expires(&lock, None).await;
 }
 
 /// The next LEADER line among `candidates`, and who said it.

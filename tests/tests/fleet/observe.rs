@@ -4,18 +4,9 @@
 
 use std::time::Duration;
 
-use distlock_tests::locks::{builder, client, GENEROUS};
+use crate::{next, queued_campaign};
+use distlock_tests::locks::{builder, client};
 use distlock_tests::{RedisServer, TcpProxy};
-use futures_util::StreamExt;
-use lock_core::{Leader, Observe};
-
-/// The next item, within the generous bound.
-pub(crate) async fn next(observe: &mut Observe) -> Option<Leader> {
-    tokio::time::timeout(GENEROUS, observe.next())
-        .await
-        .expect("a change within the bound")
-        .expect("the stream never ends")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observe_sees_every_change_in_order_across_a_connection_cut() {
@@ -53,17 +44,7 @@ async fn observe_sees_every_change_in_order_across_a_connection_cut() {
     assert_eq!(seen.value(), Some("10.0.0.1:81"));
 
     // B waits; A resigns: the term is handed to B at once.
-    let campaign_b = tokio::spawn({
-        let election = b.election("config").value("10.0.0.2:80");
-        async move { election.campaign().await }
-    });
-    tokio::time::timeout(GENEROUS, async {
-        while b.waited_channels() == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("B queued");
+    let campaign_b = queued_campaign(&b, b.election("config").value("10.0.0.2:80")).await;
     term_a.resign().await.unwrap();
     let term_b = campaign_b.await.unwrap().unwrap();
     let seen = next(&mut observe).await.expect("B leads");

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::observe::next;
+use crate::{next, queued_campaign};
 use distlock_tests::locks::GENEROUS;
 use distlock_tests::sentinel::{RedisSentinels, SERVICE};
 use distlock_tests::{RedisCluster, RedisServer};
@@ -50,17 +50,7 @@ async fn elections_work(make: impl Fn() -> LockClientBuilder) {
     assert_eq!(next(&mut observe).await, None);
     let term_a = a.election("leader").value("a").campaign().await.unwrap();
     assert_eq!(next(&mut observe).await.unwrap().value(), Some("a"));
-    let campaign_b = tokio::spawn({
-        let election = b.election("leader").value("b");
-        async move { election.campaign().await }
-    });
-    tokio::time::timeout(GENEROUS, async {
-        while b.waited_channels() == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("B queued ({} channels)", b.waited_channels()));
+    let campaign_b = queued_campaign(&b, b.election("leader").value("b")).await;
     let token_a = term_a.fencing_token();
     term_a.resign().await.unwrap();
     let term_b = tokio::time::timeout(GENEROUS, campaign_b)
