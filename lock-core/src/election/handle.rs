@@ -61,9 +61,9 @@ impl Election {
     }
 
     /// The value this instance proclaims when it leads (its address, say), which followers
-    /// read in [`Leader::value`].
+    /// read in [`Leader::value`]. An empty value is none.
     pub fn value(mut self, value: impl Into<String>) -> Self {
-        self.value = Some(value.into());
+        self.value = Some(value.into()).filter(|v| !v.is_empty());
         self
     }
 

@@ -66,8 +66,8 @@ impl Leadership {
         &self.guard
     }
 
-    /// Proclaims `value` (`None` withdraws it) for the rest of the term; observers see the
-    /// change.
+    /// Proclaims `value` (`None`, or an empty string, withdraws it) for the rest of the
+    /// term; observers see the change.
     ///
     /// # Errors
     /// [`LockError::Lost`] when the term has ended; [`LockError::InvalidRequest`] for a
@@ -77,6 +77,7 @@ impl Leadership {
     /// # Cancel safety
     /// Dropped after the call was sent, the value may or may not have changed.
     pub async fn proclaim(&mut self, value: Option<String>) -> Result<(), LockError> {
+        let value = value.filter(|v| !v.is_empty());
         crate::election::handle::check_value(self.name(), value.as_deref())?;
         proclaim(&self.guard, value.as_deref()).await?;
         self.value = value;
