@@ -141,7 +141,6 @@ impl JobRequest {
             on_lost,
         } = self;
         scope(async move {
-            let started = Instant::now();
             let guard = match request.acquire().await {
                 Ok(guard) => guard,
                 Err(LockError::WaitTimeout {
@@ -161,7 +160,9 @@ impl JobRequest {
             };
             let output = match hold_at_least {
                 Some(least) => {
-                    let until = later(started, least);
+                    // From the start of the body: after the hold began in Redis, so the
+                    // name is held at least that long whatever the wait or hand-off was.
+                    let until = later(Instant::now(), least);
                     run_under(Lingering::new(guard, until), on_lost, body).await
                 }
                 None => run_under(guard, on_lost, body).await,

@@ -16,12 +16,15 @@ use lock_core::{JobOutcome, LockClient, LockClientBuilder, LockError};
 async fn jobs_work(make: impl Fn() -> LockClientBuilder) {
     let (a, b) = (make().build().unwrap(), make().build().unwrap());
     let least = Duration::from_secs(3);
+    // B fires while A's body runs (told by A's body: no race between the two acquisitions).
+    let (running, is_running) = tokio::sync::oneshot::channel();
     let (first, second) = tokio::join!(
         a.job("report_7").hold_at_least(least).run(async {
+            running.send(()).unwrap();
             tokio::time::sleep(Duration::from_millis(200)).await;
         }),
         async {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            is_running.await.unwrap();
             b.job("report_7").run(async {}).await
         }
     );
