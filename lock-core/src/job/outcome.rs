@@ -73,3 +73,37 @@ impl Skipped {
         self.holder.as_deref()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::__private::JobResult;
+
+    fn skipped() -> Skipped {
+        Skipped {
+            name: LockName::from("report"),
+            remaining_ttl: None,
+            holder: None,
+        }
+    }
+
+    /// What a `#[distributed_lock(on_busy = "skip")]` function returns for each outcome.
+    #[test]
+    fn a_jobs_outcome_becomes_the_functions_result() {
+        type Fn = Result<JobOutcome<u32>, &'static str>;
+        assert_eq!(
+            Fn::from_outcome(JobOutcome::Ran(Ok(7))),
+            Ok(JobOutcome::Ran(7))
+        );
+        assert_eq!(Fn::from_outcome(JobOutcome::Ran(Err("boom"))), Err("boom"));
+        let skip = Fn::from_outcome(JobOutcome::Skipped(skipped()));
+        assert!(skip.is_ok_and(|outcome| outcome.is_skipped()));
+    }
+
+    #[test]
+    fn outcomes_map_and_unwrap() {
+        assert_eq!(JobOutcome::Ran(2).map(|n| n * 2).ran(), Some(4));
+        let skip: JobOutcome<u32> = JobOutcome::Skipped(skipped());
+        assert_eq!(skip.map(|n| n * 2).ran(), None);
+    }
+}

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use distlock_tests::fault::holder::HolderProcess;
-use distlock_tests::locks::{builder, client, exists, keys_left, lock_key, pttl, GENEROUS};
+use distlock_tests::locks::{
+    builder, client, exists, keys_left, lock_key, pttl, wait_until, GENEROUS,
+};
 use distlock_tests::RedisServer;
 use lock_core::{JobOutcome, LockError};
 use tokio::time::Instant;
@@ -98,6 +100,43 @@ async fn hold_at_least_outlives_the_body_even_when_it_fails() {
         assert!(waited >= started + least - Duration::from_millis(5));
     }
     assert!(keys_left(&mut conn).await.is_empty());
+}
+
+/// Cancelled in the middle of its body (the future dropped), a job with hold_at_least
+/// lingers all the same: the watchdog's lease gives way to what is left of the minimum.
+#[tokio::test]
+async fn a_cancelled_job_lingers_too() {
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let (running, is_running) = tokio::sync::oneshot::channel();
+    let fire = locks
+        .job("cancelled")
+        .hold_at_least(Duration::from_secs(2))
+        .run(async move {
+            running.send(()).unwrap();
+            std::future::pending::<()>().await;
+        });
+    let fire = tokio::spawn(fire);
+    is_running.await.unwrap();
+    fire.abort();
+    assert!(fire.await.unwrap_err().is_cancelled());
+    wait_until("the lock lingers for what is left of 2 s", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { (1..=2_000).contains(&pttl(&mut conn, &lock_key("cancelled")).await) }
+    })
+    .await;
+    assert!(locks
+        .job("cancelled")
+        .run(async {})
+        .await
+        .unwrap()
+        .is_skipped());
+    crate::every_key_expires(&server, Some(2_000)).await;
 }
 
 /// A body that outlives hold_at_most has lost the name (and is told so); hold_at_least
