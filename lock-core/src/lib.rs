@@ -57,6 +57,29 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Run once across the fleet
+//! [`LockClient::job`] runs a scheduled job's fire on one instance and skips it on the
+//! others, saying which in a [`JobOutcome`] (ShedLock's semantics: `hold_at_least` keeps
+//! the name held after a fast job so skewed schedules do not run a fire twice,
+//! `hold_at_most` ends a dead instance's hold). [`LockClient::election`] elects a leader:
+//! [`Election::campaign`] waits for a [`Leadership`] (its term's fencing token, `lost()`,
+//! `resign()`), [`Election::leader`] reads who leads and [`Election::observe`] streams the
+//! changes.
+//!
+//! ```no_run
+//! # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
+//! use std::time::Duration;
+//! use lock_core::JobOutcome;
+//!
+//! let fire = client.job("nightly_report").hold_at_least(Duration::from_secs(300));
+//! if let JobOutcome::Skipped(_) = fire.run(async { /* the report */ }).await? {
+//!     println!("another instance runs it");
+//! }
+//! let term = client.election("orders_consumer").campaign().await?;
+//! term.resign().await?;
+//! # Ok(()) }
+//! ```
+//!
 //! # Operating locks
 //! Every acquisition records who holds the lock ([`HolderInfo`]: service, host, pid,
 //! request id, since when) next to it, in the same script, so a busy lock's
@@ -103,7 +126,9 @@
 #[cfg(any(feature = "axum", feature = "tonic"))]
 mod answers;
 mod client;
+mod election;
 mod error;
+mod job;
 mod lock;
 mod metrics;
 mod ops;
@@ -113,7 +138,13 @@ mod transport;
 pub use client::builder::LockClientBuilder;
 pub use client::default::{default_client, set_default_client};
 pub use client::handle::LockClient;
+pub use election::handle::Election;
+pub use election::leader::Leader;
+pub use election::leadership::Leadership;
+pub use election::observe::Observe;
 pub use error::LockError;
+pub use job::outcome::{JobOutcome, Skipped};
+pub use job::request::JobRequest;
 pub use lock::guard::{LockGuard, Lost, Release};
 pub use lock::guarded::{Guarded, GuardedRun};
 pub use lock::multi::{MultiLockGuard, MultiLockRequest, MultiLost};
@@ -151,6 +182,30 @@ pub mod __private {
         type Error = E;
         fn err(error: E) -> Self {
             Err(error)
+        }
+    }
+
+    /// How a scheduled job's function (`on_busy = "skip"`) returns: implemented only for
+    /// `Result<JobOutcome<T>, E>`, whose body returns `Result<T, E>`.
+    #[diagnostic::on_unimplemented(
+        message = "`#[distributed_lock(on_busy = \"skip\")]` functions must return `Result<JobOutcome<T>, E>`: a skipped fire is `Ok(JobOutcome::Skipped(_))`, and the body returns `Result<T, E>`; `{Self}` is not",
+        label = "not a `Result<JobOutcome<T>, E>`"
+    )]
+    pub trait JobResult {
+        /// What the body returns.
+        type Body;
+        /// The function's result from the job's outcome.
+        fn from_outcome(outcome: crate::JobOutcome<Self::Body>) -> Self;
+    }
+
+    #[diagnostic::do_not_recommend]
+    impl<T, E> JobResult for Result<crate::JobOutcome<T>, E> {
+        type Body = Result<T, E>;
+        fn from_outcome(outcome: crate::JobOutcome<Result<T, E>>) -> Self {
+            match outcome {
+                crate::JobOutcome::Ran(body) => body.map(crate::JobOutcome::Ran),
+                crate::JobOutcome::Skipped(skipped) => Ok(crate::JobOutcome::Skipped(skipped)),
+            }
         }
     }
 }

@@ -18,6 +18,9 @@ mod kw {
     syn::custom_keyword!(client);
     syn::custom_keyword!(on_lost);
     syn::custom_keyword!(map_err);
+    syn::custom_keyword!(on_busy);
+    syn::custom_keyword!(hold_at_least);
+    syn::custom_keyword!(hold_at_most);
 }
 
 /// Declares every option once, as `name: keyword => field: value type`: the [`Args`] struct,
@@ -66,6 +69,9 @@ options! {
     "client": kw::client => client: Expr,
     "on_lost": kw::on_lost => on_lost: LitStr,
     "map_err": kw::map_err => map_err: Expr,
+    "on_busy": kw::on_busy => on_busy: LitStr,
+    "hold_at_least": kw::hold_at_least => hold_at_least: LitStr,
+    "hold_at_most": kw::hold_at_most => hold_at_most: LitStr,
     "crate": syn::token::Crate => krate: LitStr,
 }
 
@@ -126,6 +132,15 @@ pub(crate) struct Config {
     pub(crate) map_err: Option<Expr>,
     /// The path of lock-core, `::lock_core` unless `crate = "…"` says otherwise.
     pub(crate) krate: syn::Path,
+    /// `on_busy = "skip"`: a scheduled job (`LockClient::job`) whose function returns
+    /// `Result<JobOutcome<T>, E>`.
+    pub(crate) job: Option<Job>,
+}
+
+/// A scheduled job's holds, in milliseconds, each with its literal's span.
+pub(crate) struct Job {
+    pub(crate) hold_at_least: Option<(u64, Span)>,
+    pub(crate) hold_at_most: Option<(u64, Span)>,
 }
 
 impl Config {
@@ -166,6 +181,7 @@ impl Args {
     /// Checks every option, turning the written values into the final [`Config`].
     fn validate(self, params: &Params) -> syn::Result<Config> {
         let hold = self.hold(params)?;
+        let job = self.job(&hold)?;
         let lease = self
             .lease
             .map(|opt| {
@@ -227,6 +243,7 @@ impl Args {
             on_lost,
             map_err: self.map_err,
             krate,
+            job,
         })
     }
 }
@@ -314,6 +331,99 @@ impl Args {
     }
 }
 
+impl Args {
+    /// `on_busy`, `hold_at_least` and `hold_at_most`: a scheduled job of one exclusive name,
+    /// whose minimum hold fits in its maximum.
+    fn job(&self, hold: &Hold) -> syn::Result<Option<Job>> {
+        let skip = match &self.on_busy {
+            None => false,
+            Some(opt) => match opt.value().as_str() {
+                "skip" => true,
+                "wait" => false,
+                other => {
+                    return Err(syn::Error::new(
+                        opt.span(),
+                        format!(
+                            "unknown `on_busy` value {other:?}: expected \"skip\" (a scheduled \
+                             job: run once across the fleet, return `JobOutcome::Skipped` where \
+                             the name is held) or \"wait\" (the default)"
+                        ),
+                    ))
+                }
+            },
+        };
+        let least = self.hold_at_least.as_ref().map(nonzero).transpose()?;
+        let most = self.hold_at_most.as_ref().map(nonzero).transpose()?;
+        if !skip {
+            let stray = (self.hold_at_least.as_ref().map(|l| ("hold_at_least", l)))
+                .or(self.hold_at_most.as_ref().map(|l| ("hold_at_most", l)));
+            return match stray {
+                Some((option, lit)) => Err(syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "`{option}` applies to scheduled jobs: add `on_busy = \"skip\"` (the \
+                         function then returns `Result<JobOutcome<T>, E>`)"
+                    ),
+                )),
+                None => Ok(None),
+            };
+        }
+        let on_busy = self.on_busy.as_ref().expect("skip was given");
+        let not_one_name = match hold {
+            Hold::All(_) => Some("`keys`"),
+            Hold::One {
+                kind: Kind::Exclusive,
+                ..
+            } => None,
+            Hold::One {
+                kind: Kind::Permit(_),
+                ..
+            } => Some("`permits`"),
+            Hold::One { .. } => Some("`mode`"),
+        };
+        if let Some(option) = not_one_name {
+            return Err(syn::Error::new(
+                on_busy.span(),
+                format!(
+                    "`on_busy = \"skip\"` runs a scheduled job on one exclusive name: it does \
+                     not combine with {option}"
+                ),
+            ));
+        }
+        if let Some(lease) = &self.lease {
+            return Err(syn::Error::new(
+                lease.span(),
+                "a scheduled job's lease is `hold_at_most`: write `hold_at_most = \"…\"` \
+                 instead of `lease`",
+            ));
+        }
+        if let (Some((l, span)), Some((m, _))) = (least, most) {
+            if l > m {
+                return Err(syn::Error::new(
+                    span,
+                    "`hold_at_least` is longer than `hold_at_most`: the hold would end \
+                     before its minimum; make `hold_at_most` at least as long",
+                ));
+            }
+        }
+        Ok(Some(Job {
+            hold_at_least: least,
+            hold_at_most: most,
+        }))
+    }
+}
+
+/// A duration above zero, with its span.
+fn nonzero(lit: &LitStr) -> syn::Result<(u64, Span)> {
+    match parse_duration(lit)? {
+        0 => Err(syn::Error::new(
+            lit.span(),
+            "a hold must be longer than zero, e.g. \"5m\" (leave the option out for none)",
+        )),
+        ms => Ok((ms, lit.span())),
+    }
+}
+
 /// `permits`: a positive integer literal, or any other expression (a `const`, a field),
 /// which the compiler then checks to be a `u32`.
 fn permits_of(permits: &Expr) -> syn::Result<Expr> {
@@ -345,8 +455,8 @@ fn parse_duration(lit: &LitStr) -> syn::Result<u64> {
         syn::Error::new(
             lit.span(),
             format!(
-                "bad duration {text:?}: write a number with a unit `ms`, `s` or `m`, \
-                 such as \"500ms\", \"10s\", \"2m\" or \"1m30s\""
+                "bad duration {text:?}: write a number with a unit `ms`, `s`, `m` or `h`, \
+                 such as \"500ms\", \"10s\", \"2m\", \"1m30s\" or \"1h\""
             ),
         )
     })
@@ -374,6 +484,7 @@ fn duration_ms(text: &str) -> Option<u64> {
             "ms" => 1,
             "s" => 1_000,
             "m" => 60_000,
+            "h" => 3_600_000,
             _ => return None,
         };
         rest = &rest[unit_len..];
@@ -414,7 +525,8 @@ mod tests {
         assert_eq!(
             err,
             "unknown option `timeout`: expected one of `key`, `keys`, `mode`, `permits`, \
-             `lease`, `wait`, `client`, `on_lost`, `map_err`, `crate`"
+             `lease`, `wait`, `client`, `on_lost`, `map_err`, `on_busy`, `hold_at_least`, \
+             `hold_at_most`, `crate`"
         );
     }
 
@@ -424,6 +536,7 @@ mod tests {
         assert_eq!(duration_ms("500ms"), Some(500));
         assert_eq!(duration_ms("2m"), Some(120_000));
         assert_eq!(duration_ms("1m30s"), Some(90_000));
+        assert_eq!(duration_ms("1h"), Some(3_600_000));
         assert_eq!(duration_ms("0s"), Some(0));
         for bad in [
             "",
@@ -431,7 +544,7 @@ mod tests {
             "s",
             "10 s",
             "1.5s",
-            "10h",
+            "10d",
             "-1s",
             "99999999999999999999s",
         ] {

@@ -158,6 +158,11 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
         quote!(async move #block)
     } else {
         let ret = format_ident!("__distlock_return", span = Span::mixed_site());
+        // A job's body returns `Result<T, E>` for the function's `Result<JobOutcome<T>, E>`.
+        let body_ty = match &config.job {
+            Some(_) => quote_spanned!(ret_span=> <#ret_ty as #krate::__private::JobResult>::Body),
+            None => quote!(#ret_ty),
+        };
         let pin_type = quote_spanned! {ret_span=>
             #[allow(
                 unknown_lints,
@@ -167,7 +172,7 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
                 clippy::needless_return
             )]
             if false {
-                let #ret: #ret_ty = loop {};
+                let #ret: #body_ty = loop {};
                 return #ret;
             }
         };
@@ -180,6 +185,26 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
         .into_iter()
         .partition(|attr| matches!(attr.style, syn::AttrStyle::Inner(_)));
 
+    let request_expr = match &config.job {
+        Some(job) => {
+            let least = job.hold_at_least.map(|(ms, span)| {
+                quote_spanned!(span=> .hold_at_least(::core::time::Duration::from_millis(#ms)))
+            });
+            let most = job.hold_at_most.map(|(ms, span)| {
+                quote_spanned!(span=> .hold_at_most(::core::time::Duration::from_millis(#ms)))
+            });
+            quote!(#krate::LockClient::job(#client_ref, #name) #least #most)
+        }
+        None => quote!(#krate::LockClient::#constructor(#client_ref, #name #permits) #lease),
+    };
+    // A job's outcome becomes the function's `Result<JobOutcome<T>, E>`.
+    let ok_value = match &config.job {
+        Some(_) => {
+            quote_spanned!(ret_span=> <#ret_ty as #krate::__private::JobResult>::from_outcome(#ok))
+        }
+        None => quote!(#ok),
+    };
+
     quote! {
         #(#attrs)*
         #vis #sig {
@@ -188,15 +213,14 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
             let #name = #name_expr;
             // `&*&client` (see `client_ref`) is not for the user to simplify.
             #[allow(clippy::deref_addrof, clippy::borrow_deref_ref)]
-            let #request = #krate::LockClient::#constructor(#client_ref, #name #permits)
-                #lease
+            let #request = #request_expr
                 #wait
                 // Metrics are labelled by the template, never by the rendered name.
                 .family(#family)
                 .on_lost(#on_lost);
             // Boxed: the caller's future stays small however deep locked calls nest.
             match ::std::boxed::Box::pin(#request.run(#body)).await {
-                ::core::result::Result::Ok(#ok) => #ok,
+                ::core::result::Result::Ok(#ok) => #ok_value,
                 // `E` may be `LockError` itself.
                 #[allow(clippy::useless_conversion)]
                 ::core::result::Result::Err(#error) => #err,

@@ -61,10 +61,13 @@ use proc_macro::TokenStream;
 /// | `on_lost = "abort"` | the default: when the lock is lost (its key deleted or expired, Redis restarted), the body is dropped at its next `.await` and the function returns `LockError::Lost` |
 /// | `on_lost = "continue"` | the body runs on after a loss (the loss is logged) |
 /// | `map_err = f` | a function or closure turning a `LockError` into the function's error type, for error types that cannot implement `From<LockError>` (the orphan rule: `axum::http::StatusCode`, `tonic::Status`, `String`, `anyhow::Error`): `map_err = ApiError::from_lock`, `map_err = \|e\| e.to_string()`; without it, `From::from` |
+/// | `on_busy = "skip"` | a scheduled job (`LockClient::job`): when another instance holds the name, return `Ok(JobOutcome::Skipped(_))` at once without running the body. The function returns `Result<JobOutcome<T>, E>` and its body `Result<T, E>`; one exclusive `key` only (no `keys`, `mode`, `permits` or `lease`); `wait` waits that long before skipping. `"wait"` is the default (an ordinary lock) |
+/// | `hold_at_least = "5m"` | with `on_busy = "skip"`: the name stays held until this long after the job started, even when the body ended earlier or failed, so instances whose schedules are skewed by less do not run the same fire again |
+/// | `hold_at_most = "1h"` | with `on_busy = "skip"`: the job's lease, with no watchdog — a dead instance's hold ends by itself; at least `hold_at_least` (checked at compile time) |
 /// | `crate = "path"` | where lock-core is, for crates that re-export it (default `::lock_core`) |
 ///
-/// Durations are written as a number and a unit, `ms`, `s` or `m`, and may be combined:
-/// `"500ms"`, `"10s"`, `"2m"`, `"1m30s"`. They are checked at compile time.
+/// Durations are written as a number and a unit, `ms`, `s`, `m` or `h`, and may be
+/// combined: `"500ms"`, `"10s"`, `"2m"`, `"1m30s"`, `"1h"`. They are checked at compile time.
 ///
 /// [`LockClient`]: https://docs.rs/lock-core/latest/lock_core/struct.LockClient.html
 ///
@@ -186,13 +189,32 @@ use proc_macro::TokenStream;
 /// The same can be written by hand with `LockClient::lock(name).run(future)`, or
 /// `KeyTemplate` for names known only at run time.
 ///
+/// # Scheduled jobs
+///
+/// ```ignore
+/// #[distributed_lock(key = "report_<day>", on_busy = "skip", hold_at_least = "5m", hold_at_most = "1h")]
+/// async fn report(day: u32) -> Result<JobOutcome<Rows>, ReportError> {
+///     let rows = build(day).await?; // the body returns Result<Rows, ReportError>
+///     Ok(rows)
+/// }
+/// ```
+///
+/// expands as above with `LockClient::job(client, name).hold_at_least(…).hold_at_most(…)`
+/// for the request, a body pinned to `Result<Rows, ReportError>`, and the job's
+/// `JobOutcome<Result<Rows, ReportError>>` turned into the function's result: a run's
+/// `Ok(rows)` is `Ok(JobOutcome::Ran(rows))`, its `Err(e)` is `Err(e)`, a skip is
+/// `Ok(JobOutcome::Skipped(_))`. A skip is thus never an `Ok(())` that cannot be told from
+/// a run. Any other return type is one error, on the return type.
+///
 /// # Compile errors
 ///
 /// Non-async and `const` functions, a missing or empty `key`, an unknown placeholder (the
 /// message lists the parameters), an unclosed `<`, placeholders without a separator, unknown
 /// or repeated options (the message lists the valid ones), bad durations, a return type that
-/// is not a `Result` and a `client` that is not a `LockClient` are errors on the offending
-/// token. On an error in the attribute the function is still emitted as written, so IDEs and
+/// is not a `Result`, a `client` that is not a `LockClient`, `on_busy = "skip"` with a
+/// return type other than `Result<JobOutcome<T>, E>` or with `keys`, `mode`, `permits` or
+/// `lease`, `hold_at_least`/`hold_at_most` without it, zero holds and `hold_at_least` above
+/// `hold_at_most` are errors on the offending token. On an error in the attribute the function is still emitted as written, so IDEs and
 /// its callers keep working.
 #[proc_macro_attribute]
 pub fn distributed_lock(attr: TokenStream, item: TokenStream) -> TokenStream {

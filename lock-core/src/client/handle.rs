@@ -12,7 +12,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::client::builder::LockClientBuilder;
 use crate::client::config::Config;
+use crate::election::handle::Election;
 use crate::error::{bounded, LockError};
+use crate::job::request::JobRequest;
 use crate::lock::request::LockRequest;
 use crate::lock::watchdog::{self, Watchdog};
 use crate::protocol::mode::LockMode;
@@ -165,6 +167,17 @@ impl LockClient {
     /// client's default wait), or set `.lease(…)`, `.wait(…)` first.
     pub fn lock(&self, name: impl Into<LockName>) -> LockRequest {
         LockRequest::new(self.clone(), name.into(), LockMode::Exclusive)
+    }
+
+    /// Starts a scheduled job's fire on the name `name`: run once across the fleet,
+    /// skipped where the name is held (see [`JobRequest`]).
+    pub fn job(&self, name: impl Into<LockName>) -> JobRequest {
+        JobRequest::new(self.clone(), name.into())
+    }
+
+    /// The leader election on the name `name` (see [`Election`]).
+    pub fn election(&self, name: impl Into<LockName>) -> Election {
+        Election::new(self.clone(), name.into())
     }
 
     /// Runs `fut` under the lock `name` and releases it afterwards, whatever happens

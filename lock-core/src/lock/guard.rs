@@ -49,6 +49,13 @@ impl LockGuard {
         &self.held
     }
 
+    /// Gives this guard's hold back without a release in Redis: the shared hold when this
+    /// was its outermost guard, for the caller to end (`job::linger`), else `None`.
+    pub(crate) fn into_outermost(mut self) -> Option<Arc<Held>> {
+        self.active = false;
+        self.held.release_hold().then(|| Arc::clone(&self.held))
+    }
+
     /// The lock's name.
     pub fn name(&self) -> &LockName {
         &self.held.name

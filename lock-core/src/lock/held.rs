@@ -206,12 +206,9 @@ impl Held {
     /// [`LockError::NotHeld`] when the nodes that answered no longer had this hold; the
     /// Redis error when none answered.
     pub(crate) async fn release_in_redis(self: Arc<Self>) -> Result<(), LockError> {
-        if self.released.swap(true, Ordering::AcqRel) {
+        if !self.end_locally() {
             return Ok(());
         }
-        self.client.watchdog.unregister(&self);
-        self.ended.cancel();
-        self.record_end();
         let publish = self.client.config.publish;
         let call = scripts::release(&self.keys, &self.owner, self.lease, publish, None);
         let released = |answers: &[Result<ReleaseReply, LockError>]| {
@@ -225,14 +222,32 @@ impl Held {
         if released(&answers) {
             return Ok(());
         }
-        // "Not held" if any node answered; an error only if none did.
+        Err(self.not_released(answers))
+    }
+
+    /// Why an owner-checked ending of this hold found nothing: [`LockError::NotHeld`] if any
+    /// node answered, the first error only if none did.
+    pub(crate) fn not_released<T>(&self, answers: Vec<Result<T, LockError>>) -> LockError {
         let answered = answers.iter().any(Result::is_ok);
         match answers.into_iter().find_map(Result::err) {
-            Some(error) if !answered => Err(error),
-            _ => Err(LockError::NotHeld {
+            Some(error) if !answered => error,
+            _ => LockError::NotHeld {
                 name: self.name.clone(),
-            }),
+            },
         }
+    }
+
+    /// Ends the hold on this side, once (false if it had ended): renewal stops and `lost()`
+    /// resolves. What happens in Redis is the caller's: a release deletes the lock, a
+    /// scheduled job's lingers it (`job::linger`).
+    pub(crate) fn end_locally(&self) -> bool {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.client.watchdog.unregister(self);
+        self.ended.cancel();
+        self.record_end();
+        true
     }
 
     /// Releases from a destructor: stops renewal now and deletes in the background.

@@ -12,6 +12,10 @@
 //! - the holder record: the field `distlock:holder` of the lock hash — the hold's fencing
 //!   token, owner, and service, host, pid and request id joined by byte 31 (Redisson's
 //!   scripts only read their own owner's field); it goes when the hash goes;
+//! - an election's proclaimed value: the field `distlock:holder:value` of the lock hash (a
+//!   record field, which INSPECT files with the records); a scheduled job's `hold_at_least`
+//!   leaves the ordinary hash with the remaining TTL instead of deleting it
+//!   ([`scripts::fleet`]);
 //! - queue `distlock__queue:{<key>}`: ZSET of waiters by arrival time (ms, Redis clock);
 //! - deadlines `distlock__waiters:{<key>}`: ZSET of the same waiters by liveness deadline;
 //!   a waiter refreshes it while it waits, so a crashed waiter is skipped; both expire

@@ -11,6 +11,7 @@ mod crate_path;
 mod family;
 mod free_fns;
 mod instrument;
+mod jobs;
 mod map_err;
 mod methods;
 mod no_warnings;
