@@ -2,8 +2,6 @@
 //! left to expire at start + minimum, owner-checked (LINGER), so a skewed instance's fire
 //! of the same schedule still finds it held. The lock keeps Redisson's layout and a TTL.
 
-use std::future::Future;
-
 use tokio::time::Instant;
 
 use crate::error::LockError;
@@ -38,8 +36,12 @@ impl Lingering {
     }
 }
 
+impl crate::lock::guarded::sealed::Sealed for Lingering {}
+
 impl Guarded for Lingering {
     type Lost = Lost;
+    // LINGER or an ordinary release, decided when the work ends.
+    type Release = futures_util::future::BoxFuture<'static, Result<(), LockError>>;
 
     fn lost(&self) -> Lost {
         self.guard().lost()
@@ -53,9 +55,9 @@ impl Guarded for Lingering {
         self.guard().info()
     }
 
-    fn release(mut self) -> impl Future<Output = Result<(), LockError>> + Send {
+    fn release(mut self) -> Self::Release {
         let guard = self.guard.take().expect("released once");
-        release_at(guard, self.until)
+        Box::pin(release_at(guard, self.until))
     }
 }
 

@@ -12,7 +12,7 @@ use crate::client::handle::LockClient;
 use crate::error::LockError;
 use crate::job::linger::Lingering;
 use crate::job::outcome::{JobOutcome, Skipped};
-use crate::lock::guarded::run_under;
+use crate::lock::guarded::GuardedRun;
 use crate::lock::request::{LockRequest, OnLost};
 use crate::lock::scope::scope;
 use crate::lock::time::later;
@@ -163,9 +163,9 @@ impl JobRequest {
                     // From the start of the body: after the hold began in Redis, so the
                     // name is held at least that long whatever the wait or hand-off was.
                     let until = later(Instant::now(), least);
-                    run_under(Lingering::new(guard, until), on_lost, body).await
+                    GuardedRun::new(Lingering::new(guard, until), on_lost, body).await
                 }
-                None => run_under(guard, on_lost, body).await,
+                None => GuardedRun::new(guard, on_lost, body).await,
             };
             output.map(JobOutcome::Ran)
         })
