@@ -105,6 +105,7 @@
 mod answers;
 mod client;
 mod error;
+mod idempotent;
 mod lock;
 mod metrics;
 mod ops;
@@ -115,6 +116,13 @@ pub use client::builder::LockClientBuilder;
 pub use client::default::{default_client, set_default_client};
 pub use client::handle::LockClient;
 pub use error::LockError;
+pub use idempotent::error::IdempotencyError;
+pub use idempotent::fingerprint::{Fingerprint, FingerprintBuilder};
+pub use idempotent::record::StoredKind;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use idempotent::run::{IdempotentRequest, Outcome};
+pub use idempotent::{Begin, Idempotency, InFlight, Stored, DEFAULT_RETENTION};
 pub use lock::guard::{LockGuard, Lost, Release};
 pub use lock::multi::{MultiLockGuard, MultiLockRequest, MultiLost};
 pub use lock::request::{LockRequest, OnLost};

@@ -196,6 +196,18 @@ impl Held {
         self.ended.clone().cancelled_owned()
     }
 
+    /// Ends the hold on this side, once: renewal stops and the end signal fires. False when
+    /// it had already ended so (the release in Redis is then someone else's).
+    pub(crate) fn end_locally(&self) -> bool {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.client.watchdog.unregister(self);
+        self.ended.cancel();
+        self.record_end();
+        true
+    }
+
     /// Deletes the hold in Redis (publishing the release), once, and answers as soon as the
     /// outcome is known: at the first node that released it (Redlock: a dead or slow
     /// minority does not hold the caller up; the calls to the other nodes go on in the
@@ -206,12 +218,9 @@ impl Held {
     /// [`LockError::NotHeld`] when the nodes that answered no longer had this hold; the
     /// Redis error when none answered.
     pub(crate) async fn release_in_redis(self: Arc<Self>) -> Result<(), LockError> {
-        if self.released.swap(true, Ordering::AcqRel) {
+        if !self.end_locally() {
             return Ok(());
         }
-        self.client.watchdog.unregister(&self);
-        self.ended.cancel();
-        self.record_end();
         let publish = self.client.config.publish;
         let call = scripts::release(&self.keys, &self.owner, self.lease, publish, None);
         let released = |answers: &[Result<ReleaseReply, LockError>]| {

@@ -34,6 +34,9 @@ use crate::protocol::replies::{
     AcquireReply, ForceReleaseReply, InspectReply, MultiAcquireReply, ReleaseReply, RenewReply,
 };
 
+mod idempotent;
+pub(crate) use idempotent::{complete, Completed, Hold};
+
 /// The Lua names of a lock's keys, in the one order every script of one lock takes them
 /// ([`LockKeys::in_key_order`]). `fence` is given under Redlock only (nil in Lua otherwise).
 const KEY_ORDER: [&str; 4] = ["key", "queue", "deadlines", "fence"];

@@ -1,0 +1,315 @@
+//! Idempotency keys on top of the lock: one completed execution per key within a
+//! retention, a stored result for the duplicates that come later.
+//!
+//! A key has three states in Redis, all in one Cluster slot:
+//!
+//! - **free**: nothing stored; the next request takes the key's in-flight lock;
+//! - **in flight**: the lock `<key>` is held (watchdog-renewed, fenced); duplicates are
+//!   told to retry later ([`IdempotencyError::InFlight`]);
+//! - **completed**: the record `distlock__idem:{<lock key>}` holds the request's
+//!   fingerprint and result, with a TTL of the retention; it is written by the same script
+//!   that releases the in-flight lock, and only while that hold is current (its owner and
+//!   fencing token), so a hold that was lost and taken over never stores over its
+//!   successor. Duplicates get the stored result; another request with the key is refused
+//!   ([`IdempotencyError::Mismatch`]).
+//!
+//! [`LockClient::idempotent`] runs a future under that protocol (the `serde` feature);
+//! [`LockClient::idempotency`] gives its steps to middleware (lock-tower's
+//! `IdempotencyLayer`).
+
+pub(crate) mod error;
+pub(crate) mod fingerprint;
+pub(crate) mod record;
+#[cfg(feature = "serde")]
+pub(crate) mod run;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::handle::LockClient;
+use crate::error::{bounded, LockError};
+use crate::lock::guard::{LockGuard, Lost};
+use crate::lock::held::Held;
+use crate::protocol::mode::LockMode;
+use crate::protocol::name::LockName;
+use crate::protocol::scripts::{self, Completed, Hold};
+
+use error::IdempotencyError;
+use fingerprint::Fingerprint;
+use record::StoredKind;
+
+/// The prefix of a record's key, before `{<lock key>}` (the lock's slot).
+const RECORD_PREFIX: &str = "distlock__idem:";
+
+/// How long a completed key's record is kept by default: 24 hours.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
+impl LockClient {
+    /// The steps of the idempotency protocol for `key` ([`Idempotency::begin`], then
+    /// [`InFlight::complete`]), for middleware; code that runs a future wants
+    /// [`idempotent`](Self::idempotent).
+    pub fn idempotency(&self, key: impl Into<LockName>) -> Idempotency {
+        Idempotency {
+            client: self.clone(),
+            key: key.into(),
+            retention: DEFAULT_RETENTION,
+            lease: None,
+        }
+    }
+}
+
+/// One idempotency key's protocol: made by [`LockClient::idempotency`].
+#[derive(Clone)]
+pub struct Idempotency {
+    client: LockClient,
+    key: LockName,
+    retention: Duration,
+    lease: Option<Duration>,
+}
+
+/// What [`Idempotency::begin`] found.
+#[derive(Debug)]
+pub enum Begin {
+    /// The key was free and is now in flight for the caller: run the request, then
+    /// [`complete`](InFlight::complete) it (or drop the hold to store nothing).
+    Run(InFlight),
+    /// The key completed with the same fingerprint: this is what it stored.
+    Replay(Stored),
+}
+
+/// A completed key's stored result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    kind: StoredKind,
+    payload: Vec<u8>,
+}
+
+impl Stored {
+    /// What was stored: a result, or the mark of one too large to keep.
+    pub fn kind(&self) -> StoredKind {
+        self.kind
+    }
+
+    /// The stored bytes.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// The stored bytes, owned.
+    pub fn into_payload(self) -> Vec<u8> {
+        self.payload
+    }
+}
+
+impl Idempotency {
+    /// How long the record of a completed request is kept (24 h by default,
+    /// [`DEFAULT_RETENTION`]); duplicates after it run again.
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// The in-flight lock's lease; without one the watchdog renews it while the request
+    /// runs (the default).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// The key.
+    pub fn key(&self) -> &LockName {
+        &self.key
+    }
+
+    /// Starts a request with this key and `fingerprint`: replays a completed one, or takes
+    /// the in-flight lock without waiting. Two Redis round trips when the key is free (the
+    /// record read again once the lock is held: a request that completed in between is
+    /// replayed, not run twice), one for a replay.
+    ///
+    /// # Errors
+    /// [`IdempotencyError::InFlight`] when another request holds the key,
+    /// [`Mismatch`](IdempotencyError::Mismatch) when it completed with another fingerprint,
+    /// [`Redlock`](IdempotencyError::Redlock) on a Redlock client, and the lock's errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the key as it was (an acquisition whose answer was not
+    /// seen is undone in the background).
+    pub async fn begin(&self, fingerprint: &Fingerprint) -> Result<Begin, IdempotencyError> {
+        if self.client.inner.nodes.len() > 1 {
+            return Err(IdempotencyError::Redlock {
+                key: self.key.clone(),
+            });
+        }
+        let record = self.record_key()?;
+        if let Some(stored) = self.stored(&record, fingerprint).await? {
+            return Ok(Begin::Replay(stored));
+        }
+        let mut lock = self.client.lock(self.key.clone()).wait(Duration::ZERO);
+        if let Some(lease) = self.lease {
+            lock = lock.lease(lease);
+        }
+        let guard = match lock.await {
+            Ok(guard) => guard,
+            Err(source) if source.is_wait_timeout() => {
+                return Err(IdempotencyError::InFlight {
+                    key: self.key.clone(),
+                    source,
+                })
+            }
+            Err(error) => return Err(error.into()),
+        };
+        // Completed between the read and the acquisition: its record is there now.
+        if let Some(stored) = self.stored(&record, fingerprint).await? {
+            drop(guard);
+            return Ok(Begin::Replay(stored));
+        }
+        Ok(Begin::Run(InFlight {
+            guard,
+            key: self.key.clone(),
+            record,
+            fingerprint: *fingerprint,
+            retention: self.retention,
+        }))
+    }
+
+    /// The record's key: `distlock__idem:{<lock key>}`, in the lock's slot.
+    fn record_key(&self) -> Result<Vec<u8>, LockError> {
+        let keys = self.client.inner.keys(&self.key, LockMode::Exclusive)?;
+        Ok([RECORD_PREFIX.as_bytes(), b"{", keys.lock(), b"}"].concat())
+    }
+
+    /// The record, checked against `fingerprint`.
+    async fn stored(
+        &self,
+        record: &[u8],
+        fingerprint: &Fingerprint,
+    ) -> Result<Option<Stored>, IdempotencyError> {
+        let inner = &self.client.inner;
+        let mut conn = inner.conn();
+        let get = redis::cmd("GET").arg(record).to_owned();
+        let timeout = inner.config.command_timeout;
+        let value: Option<Vec<u8>> =
+            bounded(&self.key, timeout, get.query_async(&mut conn)).await?;
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        match record::decode(value) {
+            Some((kind, stored, payload)) if stored == *fingerprint => {
+                Ok(Some(Stored { kind, payload }))
+            }
+            Some(_) => Err(IdempotencyError::Mismatch {
+                key: self.key.clone(),
+            }),
+            None => Err(IdempotencyError::Codec {
+                key: self.key.clone(),
+                action: "decode",
+                source: "the stored record is not one this version wrote".into(),
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for Idempotency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Idempotency")
+            .field("key", &self.key)
+            .field("retention", &self.retention)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+/// A key in flight for its caller: the in-flight lock's guard and what completing needs.
+/// Dropping it releases the lock and stores nothing (the key is free for a retry).
+#[must_use = "dropping it releases the key without storing a result"]
+pub struct InFlight {
+    guard: LockGuard,
+    key: LockName,
+    record: Vec<u8>,
+    fingerprint: Fingerprint,
+    retention: Duration,
+}
+
+impl InFlight {
+    /// The in-flight lock's guard: its fencing token is what the request's effects should
+    /// be guarded with.
+    pub fn guard(&self) -> &LockGuard {
+        &self.guard
+    }
+
+    /// Resolves when the in-flight lock can no longer be assumed held
+    /// ([`LockGuard::lost`]).
+    pub fn lost(&self) -> Lost {
+        self.guard.lost()
+    }
+
+    /// Stores `payload` as the key's result with the retention, and releases the in-flight
+    /// lock, in one Redis script: only while this hold is current.
+    ///
+    /// # Errors
+    /// [`IdempotencyError::Lost`] when the hold was lost (its lease ran out, or another
+    /// request took the key over): nothing was stored; and Redis errors (the lock then
+    /// expires with its lease, and nothing may have been stored).
+    pub async fn complete(self, payload: &[u8]) -> Result<(), IdempotencyError> {
+        self.store(StoredKind::Result, payload).await
+    }
+
+    /// Stores the mark of a result too large to keep (with `payload`, what is kept
+    /// instead), as [`complete`](Self::complete) does.
+    ///
+    /// # Errors
+    /// As [`complete`](Self::complete).
+    pub async fn complete_too_large(self, payload: &[u8]) -> Result<(), IdempotencyError> {
+        self.store(StoredKind::TooLarge, payload).await
+    }
+
+    async fn store(self, kind: StoredKind, payload: &[u8]) -> Result<(), IdempotencyError> {
+        let value = record::encode(kind, &self.fingerprint, payload);
+        let lost = || IdempotencyError::Lost {
+            key: self.key.clone(),
+        };
+        // An inner guard of a scope cannot end the hold: a scope that holds the key twice
+        // is one request, and its outermost guard completes it.
+        let Some(held) = self.guard.into_outermost() else {
+            return Err(lost());
+        };
+        if !held.end_locally() {
+            return Err(lost());
+        }
+        match complete_in_redis(&held, &self.record, &value, self.retention).await? {
+            Completed::Stored => Ok(()),
+            Completed::NotCurrent => Err(lost()),
+        }
+    }
+}
+
+/// Runs COMPLETE for `held`, within the command timeout.
+async fn complete_in_redis(
+    held: &Arc<Held>,
+    record: &[u8],
+    value: &[u8],
+    retention: Duration,
+) -> Result<Completed, LockError> {
+    let hold = Hold {
+        keys: &held.keys,
+        owner: &held.owner,
+        token: held.token,
+        lease: held.lease,
+    };
+    let publish = held.client.config.publish;
+    let call = scripts::complete(&hold, record, value, retention, publish);
+    let mut conn = held.client.conn();
+    let timeout = held.client.config.command_timeout;
+    bounded(&held.name, timeout, call.invoke_async(&mut conn)).await
+}
+
+impl fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InFlight")
+            .field("key", &self.key)
+            .field("fencing_token", &self.guard.fencing_token())
+            .field("retention", &self.retention)
+            .finish()
+    }
+}
