@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use crate::client::handle::LockClient;
 use crate::error::{bounded, LockError};
-use crate::lock::guard::{LockGuard, Lost};
+use crate::lock::guard::{LockGuard, Lost, Release};
 use crate::lock::held::Held;
 use crate::protocol::mode::LockMode;
 use crate::protocol::name::LockName;
@@ -242,6 +242,12 @@ impl InFlight {
     /// ([`LockGuard::lost`]).
     pub fn lost(&self) -> Lost {
         self.guard.lost()
+    }
+
+    /// Releases the key without storing anything (a failed request): a retry runs
+    /// again. Dropping the `InFlight` does the same in the background.
+    pub fn release(self) -> Release {
+        self.guard.release()
     }
 
     /// Stores `payload` as the key's result with the retention, and releases the in-flight
