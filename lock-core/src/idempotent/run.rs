@@ -162,10 +162,20 @@ where
     let info = in_flight.guard().info();
     let lost = in_flight.lost();
     let work = crate::lock::scope::with_lock_info(info, work);
-    let value = tokio::select! {
+    let output = tokio::select! {
         biased;
-        output = work => output?,
-        () = lost => return Err(IdempotencyError::Lost { key: key.clone() }.into()),
+        output = work => output,
+        () = lost => Err(IdempotencyError::Lost { key: key.clone() }.into()),
+    };
+    let value = match output {
+        Ok(value) => value,
+        Err(error) => {
+            // Released before the caller hears of it: its retry finds the key free.
+            if let Err(release) = in_flight.release().await {
+                tracing::warn!(%release, "releasing an idempotency key failed");
+            }
+            return Err(error);
+        }
     };
     let payload = serde_json::to_vec(&value).map_err(|e| codec("encode", e))?;
     in_flight.complete(&payload).await?;

@@ -5,3 +5,4 @@
 
 mod tower_axum;
 mod tower_tonic;
+mod tower_idempotency;
