@@ -6,3 +6,4 @@
 mod tower_axum;
 mod tower_tonic;
 mod tower_idempotency;
+mod tower_idempotency_grpc;
