@@ -714,3 +714,56 @@ async fn a_paused_handler_does_not_store_over_the_retry() {
     };
     assert_eq!(serde_json::from_slice::<Receipt>(&body).unwrap(), receipt);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cost.
+
+/// Commands sent since the last reset (`INFO commandstats`; scripts' inner calls included
+/// under their own names), then reset.
+async fn commands(conn: &mut MultiplexedConnection) -> std::collections::BTreeMap<String, u64> {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let mut calls = std::collections::BTreeMap::new();
+    for line in stats.lines() {
+        let Some((command, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(":calls="))
+        else {
+            continue;
+        };
+        calls.insert(command.to_owned(), rest.split(',').next().unwrap().parse().unwrap());
+    }
+    calls.retain(|command, _| !command.starts_with("config") && command != "info");
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await
+        .unwrap();
+    calls
+}
+
+/// What the layer adds per request, in Redis round trips (the BENCHMARKS.md row): a first
+/// request reads the record, takes the key, reads the record again and stores-and-releases
+/// (4); a replay reads the record (1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trips_per_request_first_and_replay() {
+    let server = RedisServer::start();
+    let mut conn = redis_conn(&server.url()).await;
+    let app = EchoApp::start(locks::client(&server.url()), |b| b).await;
+    // Loads the scripts, so that the counted requests make no NOSCRIPT retry.
+    post_key(app.addr, "warm-up", b"x").await;
+    commands(&mut conn).await;
+    post_key(app.addr, "k", b"x").await;
+    let mut first = commands(&mut conn).await;
+    assert!(post_key(app.addr, "k", b"x").await.replayed());
+    let replay = commands(&mut conn).await;
+    let trips = |calls: &mut std::collections::BTreeMap<String, u64>| {
+        calls.remove("get").unwrap_or(0) + calls.remove("evalsha").unwrap_or(0)
+    };
+    println!("first: {first:?}; replay: {replay:?}");
+    assert_eq!(trips(&mut first), 4, "{first:?}");
+    assert_eq!(replay, [("get".to_owned(), 1)].into_iter().collect());
+}

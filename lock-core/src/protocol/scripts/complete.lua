@@ -23,6 +23,12 @@ if count <= 0 or current ~= tonumber(token) then
   return 0
 end
 redis.call('set', record, value, 'px', retention_ms)
+-- The usual case: the last hold ends and nobody waits (an idempotent request never queues).
+if count == 1 and redis.call('exists', queue) == 0 then
+  redis.call('del', key)
+  redis.call(publish, channel(), RELEASE_MESSAGE)
+  return 1
+end
 if count > 1 then
   redis.call('hincrby', key, owner, -1)
   redis.call('pexpire', key, lease_ms)
