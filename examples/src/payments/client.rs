@@ -62,7 +62,9 @@ pub async fn attempt(
     if let Some(delay) = delay_ms {
         request = request.header(DELAY_HEADER, delay);
     }
-    let request = request.body(Full::new(Bytes::from(body))).expect("a valid request");
+    let request = request
+        .body(Full::new(Bytes::from(body)))
+        .expect("a valid request");
     let exchange = async {
         let response = http.request(request).await.ok()?;
         let (parts, body) = response.into_parts();

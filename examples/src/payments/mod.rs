@@ -107,7 +107,10 @@ async fn charge(
             let text = "the payment store is unavailable".to_owned();
             (StatusCode::SERVICE_UNAVAILABLE, text)
         })?;
-    (service.events)(format!("CHARGED key={} token={token} outcome={charged}", key.name()));
+    (service.events)(format!(
+        "CHARGED key={} token={token} outcome={charged}",
+        key.name()
+    ));
     if charged < 0 {
         let text = "superseded by a newer attempt".to_owned();
         return Err((StatusCode::SERVICE_UNAVAILABLE, text));

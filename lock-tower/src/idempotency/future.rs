@@ -171,9 +171,8 @@ where
                         config.holds.record(since.elapsed());
                         // An error of the service drops the hold: released, nothing stored.
                         let response = output?;
-                        let finish = crate::idempotency::steps::finish(
-                            config, in_flight, response, grpc,
-                        );
+                        let finish =
+                            crate::idempotency::steps::finish(config, in_flight, response, grpc);
                         state.set(State::Finishing {
                             finish: Box::pin(finish),
                         });

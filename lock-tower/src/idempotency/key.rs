@@ -57,7 +57,10 @@ pub(crate) fn read_key<'a>(
     if bytes.len() > max_len {
         return Err(KeyProblem::TooLong(max_len));
     }
-    if !bytes.iter().all(|b| (0x21..=0x7e).contains(b) && *b != b'"') {
+    if !bytes
+        .iter()
+        .all(|b| (0x21..=0x7e).contains(b) && *b != b'"')
+    {
         return Err(KeyProblem::Characters);
     }
     Ok(Some(std::str::from_utf8(bytes).expect("ASCII")))

@@ -97,7 +97,10 @@ mod tests {
         trailers.insert("grpc-status", HeaderValue::from_static("0"));
         for (body, trailers) in [
             (Bytes::new(), None),
-            (Bytes::from_static(b"\0\xff\x80binary"), Some(trailers.clone())),
+            (
+                Bytes::from_static(b"\0\xff\x80binary"),
+                Some(trailers.clone()),
+            ),
             (Bytes::from(vec![7; 70_000]), Some(HeaderMap::new())),
         ] {
             let response = StoredResponse {

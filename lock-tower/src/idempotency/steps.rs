@@ -49,7 +49,11 @@ where
             let answer = if error.downcast_ref::<LengthLimitError>().is_some() {
                 let limit = config.max_request;
                 let text = format!("the request body is larger than {limit} bytes");
-                Answer::new(StatusCode::PAYLOAD_TOO_LARGE, code::RESOURCE_EXHAUSTED, text)
+                Answer::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    code::RESOURCE_EXHAUSTED,
+                    text,
+                )
             } else {
                 tracing::debug!(%error, "request body unreadable");
                 let text = "the request body could not be read";
@@ -169,7 +173,9 @@ where
         Err(_) => {
             release(in_flight).await;
             tracing::warn!("the response body failed: nothing stored");
-            return internal().into_response(grpc).map(IdempotencyBody::buffered);
+            return internal()
+                .into_response(grpc)
+                .map(IdempotencyBody::buffered);
         }
     };
     let stored = match &collected {

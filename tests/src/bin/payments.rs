@@ -47,7 +47,10 @@ async fn main() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
-    say(&format!("LISTENING addr={}", listener.local_addr().expect("addr")));
+    say(&format!(
+        "LISTENING addr={}",
+        listener.local_addr().expect("addr")
+    ));
     let app = app(locks, redis, Arc::new(|line| say(&line)));
     tokio::spawn(async move { axum::serve(listener, app).await });
     let stdin_closed = async {

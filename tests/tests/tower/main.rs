@@ -4,6 +4,6 @@
 //! concern.
 
 mod tower_axum;
-mod tower_tonic;
 mod tower_idempotency;
 mod tower_idempotency_grpc;
+mod tower_tonic;

@@ -118,7 +118,9 @@ struct Reply {
 
 impl Reply {
     fn replayed(&self) -> bool {
-        self.headers.get(REPLAYED_HEADER).is_some_and(|v| v == "true")
+        self.headers
+            .get(REPLAYED_HEADER)
+            .is_some_and(|v| v == "true")
     }
 }
 
@@ -229,15 +231,31 @@ async fn a_concurrent_duplicate_is_409_with_retry_after() {
     let mut app = EchoApp::start(client, |b| b).await;
     let addr = app.addr;
     let first = tokio::spawn(async move {
-        send(addr, "POST", "", &[("idempotency-key", "k"), ("x-block", "1")], b"a").await
+        send(
+            addr,
+            "POST",
+            "",
+            &[("idempotency-key", "k"), ("x-block", "1")],
+            b"a",
+        )
+        .await
     });
     app.wait_entered().await;
     let duplicate = post_key(addr, "k", b"a").await;
     assert_eq!(duplicate.status, StatusCode::CONFLICT, "{duplicate:?}");
-    let after: u64 = duplicate.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    let after: u64 = duplicate.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(after >= 1, "{after}");
     let text = String::from_utf8_lossy(&duplicate.body).to_string();
-    for secret in ["secret-service", &std::process::id().to_string(), "127.0.0.1", "redis"] {
+    for secret in [
+        "secret-service",
+        &std::process::id().to_string(),
+        "127.0.0.1",
+        "redis",
+    ] {
         assert!(!text.contains(secret), "{text:?} reveals {secret}");
     }
     app.gate.notify_one();
@@ -250,7 +268,10 @@ async fn a_concurrent_duplicate_is_409_with_retry_after() {
 async fn the_same_key_with_another_request_is_422() {
     let server = RedisServer::start();
     let app = EchoApp::start(locks::client(&server.url()), |b| b).await;
-    assert_eq!(post_key(app.addr, "k", b"a").await.status, StatusCode::CREATED);
+    assert_eq!(
+        post_key(app.addr, "k", b"a").await.status,
+        StatusCode::CREATED
+    );
     assert_eq!(
         post_key(app.addr, "k", b"b").await.status,
         StatusCode::UNPROCESSABLE_ENTITY
@@ -264,7 +285,10 @@ async fn the_same_key_with_another_request_is_422() {
             .fingerprint(|_, body| Fingerprint::of(body))
     })
     .await;
-    assert_eq!(post_key(app.addr, "k", b"a").await.status, StatusCode::CREATED);
+    assert_eq!(
+        post_key(app.addr, "k", b"a").await.status,
+        StatusCode::CREATED
+    );
     let replay = send(app.addr, "POST", "?x=1", &[("idempotency-key", "k")], b"a").await;
     assert!(replay.replayed());
 }
@@ -286,7 +310,10 @@ async fn callers_are_independent() {
     let headers = [("idempotency-key", "k"), ("x-tenant", "a")];
     assert!(send(app.addr, "POST", "", &headers, b"a").await.replayed());
     // No caller: refused, not run in a shared space.
-    assert_eq!(post_key(app.addr, "k", b"a").await.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        post_key(app.addr, "k", b"a").await.status,
+        StatusCode::BAD_REQUEST
+    );
     assert_eq!(app.runs(), 4);
 }
 
@@ -299,7 +326,10 @@ async fn keys_are_required_and_validated_with_400() {
     .await;
     let cases: [(&[(&str, &str)], &str); 5] = [
         (&[], "the `idempotency-key` header is required\n"),
-        (&[("idempotency-key", "")], "the `idempotency-key` header is empty\n"),
+        (
+            &[("idempotency-key", "")],
+            "the `idempotency-key` header is empty\n",
+        ),
         (
             &[("idempotency-key", "123456789")],
             "the `idempotency-key` header is longer than 8 characters\n",
@@ -319,7 +349,10 @@ async fn keys_are_required_and_validated_with_400() {
         assert_eq!(String::from_utf8_lossy(&reply.body), text);
     }
     // GET is not one of the default methods (POST, PATCH).
-    assert_eq!(send(app.addr, "GET", "", &[], b"").await.status, StatusCode::CREATED);
+    assert_eq!(
+        send(app.addr, "GET", "", &[], b"").await.status,
+        StatusCode::CREATED
+    );
     assert_eq!(app.runs(), 1);
     // The draft's quoted form is the same key.
     assert!(!post_key(app.addr, "\"q\"", b"x").await.replayed());
@@ -362,10 +395,17 @@ async fn response_bodies_empty_at_and_above_the_limit_and_binary() {
     let app = EchoApp::start(locks::client(&server.url()), |b| b.max_response_body(16)).await;
     let at_limit: Vec<u8> = (0..16).map(|i| [0x00, 0xff, b'\r', b'\n'][i % 4]).collect();
     let above: Vec<u8> = (0..17).map(|i| (i * 37) as u8).collect();
-    for (key, body) in [("empty", &b""[..]), ("at", &at_limit), ("binary", b"\0\x80\xfe")] {
+    for (key, body) in [
+        ("empty", &b""[..]),
+        ("at", &at_limit),
+        ("binary", b"\0\x80\xfe"),
+    ] {
         let first = post_key(app.addr, key, body).await;
         let again = post_key(app.addr, key, body).await;
-        assert_eq!((first.status, again.status), (StatusCode::CREATED, StatusCode::CREATED));
+        assert_eq!(
+            (first.status, again.status),
+            (StatusCode::CREATED, StatusCode::CREATED)
+        );
         assert!(again.replayed(), "{key}");
         assert_eq!(&first.body[..], body, "{key}");
         assert_eq!(&again.body[..], body, "{key}");
@@ -373,7 +413,10 @@ async fn response_bodies_empty_at_and_above_the_limit_and_binary() {
     // Above the limit: the client gets all of it; a duplicate gets the documented 409
     // without Retry-After, and nothing runs again.
     let first = post_key(app.addr, "above", &above).await;
-    assert_eq!((first.status, &first.body[..]), (StatusCode::CREATED, &above[..]));
+    assert_eq!(
+        (first.status, &first.body[..]),
+        (StatusCode::CREATED, &above[..])
+    );
     let again = post_key(app.addr, "above", &above).await;
     assert_eq!(again.status, StatusCode::CONFLICT);
     assert!(again.replayed());
@@ -392,7 +435,14 @@ async fn keys_left_after_retention() {
     for i in 0..5 {
         post_key(app.addr, &format!("k{i}"), b"x").await;
         post_key(app.addr, &format!("k{i}"), b"x").await;
-        send(app.addr, "POST", "?status=500", &[("idempotency-key", "failed")], b"x").await;
+        send(
+            app.addr,
+            "POST",
+            "?status=500",
+            &[("idempotency-key", "failed")],
+            b"x",
+        )
+        .await;
     }
     let left = keys_left(&mut conn).await;
     assert_eq!(left.len(), 5, "{left:?}");
@@ -424,7 +474,14 @@ async fn a_slow_handler_keeps_its_key_through_the_watchdog() {
     let mut app = EchoApp::start(client, |b| b).await;
     let addr = app.addr;
     let first = tokio::spawn(async move {
-        send(addr, "POST", "", &[("idempotency-key", "slow"), ("x-block", "1")], b"a").await
+        send(
+            addr,
+            "POST",
+            "",
+            &[("idempotency-key", "slow"), ("x-block", "1")],
+            b"a",
+        )
+        .await
     });
     app.wait_entered().await;
     // Five renewals seen (each raises the TTL again by a third of the lease): well past
@@ -433,7 +490,10 @@ async fn a_slow_handler_keeps_its_key_through_the_watchdog() {
     let (mut renewals, mut lowest) = (0, i64::MAX);
     let deadline = tokio::time::Instant::now() + GENEROUS;
     while renewals < 5 {
-        assert!(tokio::time::Instant::now() < deadline, "{renewals} renewals seen");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{renewals} renewals seen"
+        );
         let ttl = pttl(&mut conn, &key).await;
         assert!(ttl > 0, "the key is held");
         if ttl > lowest.saturating_add(200) {
@@ -443,7 +503,10 @@ async fn a_slow_handler_keeps_its_key_through_the_watchdog() {
         lowest = lowest.min(ttl);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(post_key(addr, "slow", b"a").await.status, StatusCode::CONFLICT);
+    assert_eq!(
+        post_key(addr, "slow", b"a").await.status,
+        StatusCode::CONFLICT
+    );
     app.gate.notify_one();
     assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
     assert!(post_key(addr, "slow", b"a").await.replayed());
@@ -493,7 +556,10 @@ async fn a_late_completion_is_not_stored_over_the_newer_holder() {
     let Begin::Run(b) = new.idempotency("k2").begin(&fp).await.unwrap() else {
         panic!("free")
     };
-    assert!(matches!(a.complete(b"a").await, Err(IdempotencyError::Lost { .. })));
+    assert!(matches!(
+        a.complete(b"a").await,
+        Err(IdempotencyError::Lost { .. })
+    ));
     b.complete(b"b").await.unwrap();
     assert_eq!(records(&mut conn).await.len(), 2);
 }
@@ -515,16 +581,30 @@ async fn the_core_api_runs_once_and_replays() {
     assert_eq!(first, Outcome::Ran(vec![7, 1 << 60]));
     let again = client.idempotent("job-1", "fp", job(8)).await.unwrap();
     assert_eq!(again, Outcome::Replayed(vec![7, 1 << 60]));
-    let other = client.idempotent("job-1", "other", job(9)).await.unwrap_err();
+    let other = client
+        .idempotent("job-1", "other", job(9))
+        .await
+        .unwrap_err();
     assert!(other.is_mismatch(), "{other}");
-    assert_eq!(other.to_string(), "idempotency key `job-1` was used for another request");
+    assert_eq!(
+        other.to_string(),
+        "idempotency key `job-1` was used for another request"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     // A failed run stores nothing: the next one runs.
     let failed = client
-        .idempotent("job-2", "fp", async { Err::<u64, _>(IdempotencyError::Lost { key: "x".into() }) })
+        .idempotent("job-2", "fp", async {
+            Err::<u64, _>(IdempotencyError::Lost { key: "x".into() })
+        })
         .await;
     assert!(failed.is_err());
-    assert_eq!(client.idempotent("job-2", "fp", async { Ok::<_, IdempotencyError>(2_u64) }).await.unwrap(), Outcome::Ran(2));
+    assert_eq!(
+        client
+            .idempotent("job-2", "fp", async { Ok::<_, IdempotencyError>(2_u64) })
+            .await
+            .unwrap(),
+        Outcome::Ran(2)
+    );
     // In flight elsewhere: InFlight, nothing run.
     let held = client.lock("job-3").await.unwrap();
     let busy = client.idempotent("job-3", "fp", job(3)).await.unwrap_err();
@@ -546,7 +626,12 @@ async fn instance(url: &str, lease: Duration) -> (HolderProcess, SocketAddr) {
     let args = vec![url.to_owned(), lease.as_millis().to_string()];
     let mut process = HolderProcess::spawn(env!("CARGO_BIN_EXE_payments"), &args);
     let line = process.expect("LISTENING", GENEROUS).await;
-    let addr = line.split("addr=").nth(1).expect("addr").parse().expect("an address");
+    let addr = line
+        .split("addr=")
+        .nth(1)
+        .expect("addr")
+        .parse()
+        .expect("an address");
     (process, addr)
 }
 
@@ -595,11 +680,24 @@ async fn three_processes_charge_once_per_key() {
     let mut receipts = Vec::new();
     for duplicate in duplicates {
         match duplicate.await.unwrap() {
-            Answer::Response { status, replayed: r, body, .. } if status == StatusCode::CREATED => {
-                if r { replayed += 1 } else { created += 1 }
+            Answer::Response {
+                status,
+                replayed: r,
+                body,
+                ..
+            } if status == StatusCode::CREATED => {
+                if r {
+                    replayed += 1
+                } else {
+                    created += 1
+                }
                 receipts.push(serde_json::from_slice::<Receipt>(&body).unwrap());
             }
-            Answer::Response { status: StatusCode::CONFLICT, retry_after, .. } => {
+            Answer::Response {
+                status: StatusCode::CONFLICT,
+                retry_after,
+                ..
+            } => {
                 assert!(retry_after.is_some());
                 conflicts += 1;
             }
@@ -611,7 +709,11 @@ async fn three_processes_charge_once_per_key() {
     // After completion: every duplicate gets the stored response.
     for i in 0..30 {
         match client::attempt(&http, addrs[i % 3], "c", "pay-1", &request, None, GENEROUS).await {
-            Answer::Response { status, replayed: true, .. } if status == StatusCode::CREATED => {
+            Answer::Response {
+                status,
+                replayed: true,
+                ..
+            } if status == StatusCode::CREATED => {
                 replayed += 1;
             }
             other => panic!("not a replay: {other:?}"),
@@ -668,12 +770,28 @@ async fn a_killed_handler_frees_its_key_after_the_lease() {
     });
     victim.expect("CHARGING", GENEROUS).await;
     victim.kill().await;
-    assert!(matches!(lost.await.unwrap(), Answer::Failed | Answer::TimedOut));
+    assert!(matches!(
+        lost.await.unwrap(),
+        Answer::Failed | Answer::TimedOut
+    ));
     wait_gone(&mut conn, &lock_key("payments:c:kill-1"), GENEROUS).await;
     let retry = client::attempt(&http, addr, "c", "kill-1", &request, None, GENEROUS).await;
-    assert!(matches!(retry, Answer::Response { status: StatusCode::CREATED, replayed: false, .. }), "{retry:?}");
+    assert!(
+        matches!(
+            retry,
+            Answer::Response {
+                status: StatusCode::CREATED,
+                replayed: false,
+                ..
+            }
+        ),
+        "{retry:?}"
+    );
     let again = client::attempt(&http, addr, "c", "kill-1", &request, None, GENEROUS).await;
-    assert!(matches!(again, Answer::Response { replayed: true, .. }), "{again:?}");
+    assert!(
+        matches!(again, Answer::Response { replayed: true, .. }),
+        "{again:?}"
+    );
     assert_eq!(ledger(&mut conn, "acct-k").await, 1);
 }
 
@@ -691,13 +809,28 @@ async fn a_paused_handler_does_not_store_over_the_retry() {
     let request = charge("acct-p");
     let (h, r) = (http.clone(), request.clone());
     let late = tokio::spawn(async move {
-        client::attempt(&h, paused_addr, "c", "pause-1", &r, Some(1000), GENEROUS * 3).await
+        client::attempt(
+            &h,
+            paused_addr,
+            "c",
+            "pause-1",
+            &r,
+            Some(1000),
+            GENEROUS * 3,
+        )
+        .await
     });
     paused.expect("CHARGING", GENEROUS).await;
     paused.stop();
     wait_gone(&mut conn, &lock_key("payments:c:pause-1"), GENEROUS).await;
     let retry = client::attempt(&http, addr, "c", "pause-1", &request, None, GENEROUS).await;
-    let Answer::Response { status: StatusCode::CREATED, replayed: false, body, .. } = retry else {
+    let Answer::Response {
+        status: StatusCode::CREATED,
+        replayed: false,
+        body,
+        ..
+    } = retry
+    else {
         panic!("the retry ran: {retry:?}")
     };
     let receipt: Receipt = serde_json::from_slice(&body).unwrap();
@@ -708,8 +841,14 @@ async fn a_paused_handler_does_not_store_over_the_retry() {
         other => panic!("no answer from the resumed process: {other:?}"),
     }
     assert_eq!(ledger(&mut conn, "acct-p").await, 1);
-    let replay = client::attempt(&http, paused_addr, "c", "pause-1", &request, None, GENEROUS).await;
-    let Answer::Response { replayed: true, body, .. } = replay else {
+    let replay =
+        client::attempt(&http, paused_addr, "c", "pause-1", &request, None, GENEROUS).await;
+    let Answer::Response {
+        replayed: true,
+        body,
+        ..
+    } = replay
+    else {
         panic!("a replay: {replay:?}")
     };
     assert_eq!(serde_json::from_slice::<Receipt>(&body).unwrap(), receipt);
@@ -734,7 +873,10 @@ async fn commands(conn: &mut MultiplexedConnection) -> std::collections::BTreeMa
         else {
             continue;
         };
-        calls.insert(command.to_owned(), rest.split(',').next().unwrap().parse().unwrap());
+        calls.insert(
+            command.to_owned(),
+            rest.split(',').next().unwrap().parse().unwrap(),
+        );
     }
     calls.retain(|command, _| !command.starts_with("config") && command != "info");
     let () = redis::cmd("CONFIG")

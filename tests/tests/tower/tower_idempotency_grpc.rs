@@ -78,7 +78,10 @@ impl tower::Service<axum::http::Request<Body>> for Payments {
 impl Payments {
     async fn charge(self, request: Request<Charge>) -> Result<Response<Receipt>, Status> {
         let run = self.runs.fetch_add(1, Ordering::SeqCst) as u64 + 1;
-        let token = request.extensions().get::<LockInfo>().map_or(0, LockInfo::fencing_token);
+        let token = request
+            .extensions()
+            .get::<LockInfo>()
+            .map_or(0, LockInfo::fencing_token);
         match request.into_inner().account.as_str() {
             "unavailable" => Err(Status::unavailable("try later")),
             "invalid" => Err(Status::invalid_argument("no such account")),
@@ -107,7 +110,9 @@ async fn start(url: &str) -> App {
         entered: tx,
     };
     let (runs, gate) = (Arc::clone(&service.runs), Arc::clone(&service.gate));
-    let layer = IdempotencyLayer::builder(locks::client(url)).require_key().build();
+    let layer = IdempotencyLayer::builder(locks::client(url))
+        .require_key()
+        .build();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let router = Server::builder().layer(layer).add_service(service);
@@ -158,7 +163,10 @@ async fn charge(
             ProstCodec::<Charge, Receipt>::default(),
         )
         .await?;
-    let replayed = response.metadata().get(REPLAYED_HEADER).is_some_and(|v| v == "true");
+    let replayed = response
+        .metadata()
+        .get(REPLAYED_HEADER)
+        .is_some_and(|v| v == "true");
     Ok((response.into_inner(), replayed))
 }
 
@@ -184,7 +192,9 @@ async fn grpc_calls_run_once_and_replay_the_stored_message() {
         let client = client.clone();
         tokio::spawn(async move { charge(&client, Some("k2"), "block").await })
     };
-    tokio::time::timeout(GENEROUS, app.entered.recv()).await.unwrap();
+    tokio::time::timeout(GENEROUS, app.entered.recv())
+        .await
+        .unwrap();
     let busy = charge(&client, Some("k2"), "block").await.unwrap_err();
     assert_eq!(busy.code(), Code::Aborted, "{busy:?}");
     assert!(!busy.message().contains(&std::process::id().to_string()));
@@ -197,7 +207,9 @@ async fn grpc_calls_run_once_and_replay_the_stored_message() {
 
     // A transient failure is not stored; a client error is, and is replayed.
     for _ in 0..2 {
-        let failed = charge(&client, Some("k3"), "unavailable").await.unwrap_err();
+        let failed = charge(&client, Some("k3"), "unavailable")
+            .await
+            .unwrap_err();
         assert_eq!(failed.code(), Code::Unavailable);
     }
     assert_eq!(app.runs.load(Ordering::SeqCst), 4);

@@ -52,7 +52,11 @@ pub(crate) fn complete(
         Arg::Str(publish.command()),
     ];
     let keys = hold.keys.in_key_order();
-    debug_assert_eq!(keys.clone().count(), 3, "no fence: records are not kept under Redlock");
+    debug_assert_eq!(
+        keys.clone().count(),
+        3,
+        "no fence: records are not kept under Redlock"
+    );
     let bytes = keys.clone().map(|(p, k)| p.len() + k.len()).sum::<usize>()
         + record.len()
         + args.iter().map(Arg::room).sum::<usize>()
