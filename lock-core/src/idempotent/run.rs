@@ -55,7 +55,7 @@ impl LockClient {
     /// # async fn demo(client: lock_core::LockClient) -> Result<(), PayError> {
     /// let (job, cents) = (42_u64, 1999_u64);
     /// let receipt = client
-    ///     .idempotent(format!("charge:{job}"), cents.to_be_bytes(), async {
+    ///     .idempotent(format!("charge:{job}"), cents.to_be_bytes(), async move {
     ///         // Pass lock_core::current_lock()'s fencing token to the payment store.
     ///         charge(job, cents).await
     ///     })

@@ -909,3 +909,50 @@ async fn round_trips_per_request_first_and_replay() {
     assert_eq!(trips(&mut first), 4, "{first:?}");
     assert_eq!(replay, [("get".to_owned(), 1)].into_iter().collect());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Topologies.
+
+/// On a Cluster the record shares the lock's slot (the completing script would fail with
+/// CROSSSLOT otherwise), whatever the bytes of the key; under Redlock the protocol is
+/// refused with a typed error, before anything is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_share_the_lock_slot_on_a_cluster_and_redlock_is_refused() {
+    let cluster = distlock_tests::RedisCluster::start(3, 0);
+    let client = LockClient::cluster(cluster.seed_urls())
+        .command_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    for key in ["plain", "a{b}c", "{", "}{", "%7B", "ünï", "x:y:z"] {
+        let ran = client
+            .idempotent(key, "fp", async { Ok::<_, IdempotencyError>(key.len()) })
+            .await
+            .unwrap();
+        assert_eq!(ran, Outcome::Ran(key.len()), "{key}");
+        let replayed = client
+            .idempotent(key, "fp", async { Ok::<_, IdempotencyError>(0) })
+            .await
+            .unwrap();
+        assert_eq!(replayed, Outcome::Replayed(key.len()), "{key}");
+    }
+    let servers = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let redlock = LockClient::redlock(servers.iter().map(RedisServer::url))
+        .build()
+        .unwrap();
+    let refused = redlock
+        .idempotent("k", "fp", async { Ok::<_, IdempotencyError>(1) })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, IdempotencyError::Redlock { .. }),
+        "{refused}"
+    );
+    for server in &servers {
+        let mut conn = redis_conn(&server.url()).await;
+        assert!(keys_left(&mut conn).await.is_empty());
+    }
+}
