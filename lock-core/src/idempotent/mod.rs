@@ -42,6 +42,9 @@ use record::StoredKind;
 /// The prefix of a record's key, before `{<lock key>}` (the lock's slot).
 const RECORD_PREFIX: &str = "distlock__idem:";
 
+/// The metrics label of every in-flight hold (keys are unbounded: never a label).
+const FAMILY: &str = "idempotency";
+
 /// How long a completed key's record is kept by default: 24 hours.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 
@@ -145,7 +148,9 @@ impl Idempotency {
         if let Some(stored) = self.stored(&record, fingerprint).await? {
             return Ok(Begin::Replay(stored));
         }
-        let mut lock = self.client.lock(self.key.clone()).wait(Duration::ZERO);
+        let mut lock = (self.client.lock(self.key.clone()))
+            .wait(Duration::ZERO)
+            .family(FAMILY);
         if let Some(lease) = self.lease {
             lock = lock.lease(lease);
         }
