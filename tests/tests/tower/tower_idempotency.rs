@@ -513,6 +513,47 @@ async fn a_slow_handler_keeps_its_key_through_the_watchdog() {
     assert_eq!(app.runs(), 1);
 }
 
+/// A key lost while its handler runs (here Redis lost the lock; the watchdog's next renewal
+/// finds it gone): the handler is dropped, its client answered 503, nothing stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_lost_mid_request_aborts_the_handler_and_stores_nothing() {
+    let server = RedisServer::start();
+    let mut conn = redis_conn(&server.url()).await;
+    let client = locks::builder(&server.url())
+        .lease(Duration::from_millis(1500))
+        .build()
+        .unwrap();
+    let mut app = EchoApp::start(client, |b| b).await;
+    let addr = app.addr;
+    let first = tokio::spawn(async move {
+        send(
+            addr,
+            "POST",
+            "",
+            &[("idempotency-key", "lost"), ("x-block", "1")],
+            b"a",
+        )
+        .await
+    });
+    app.wait_entered().await;
+    let _: () = redis::cmd("DEL")
+        .arg(lock_key("t:lost"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let aborted = first.await.unwrap();
+    assert_eq!(
+        aborted.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{aborted:?}"
+    );
+    assert_eq!(records(&mut conn).await, Vec::<String>::new());
+    let retry = post_key(addr, "lost", b"a").await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert!(!retry.replayed());
+    assert_eq!(app.runs(), 2);
+}
+
 // ---------------------------------------------------------------------------------------------
 // lock-core's protocol and API.
 
