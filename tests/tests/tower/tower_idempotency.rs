@@ -932,12 +932,13 @@ async fn commands(conn: &mut MultiplexedConnection) -> std::collections::BTreeMa
 
 /// What the layer adds per request, in Redis round trips (the BENCHMARKS.md row): a first
 /// request reads the record, takes the key, reads the record again and stores-and-releases
-/// (4); a replay reads the record (1).
+/// (4); a replay reads the record (1); a duplicate in flight reads the record and tries the
+/// lock (3: lock-core follows a busy try with a clean-up call).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trips_per_request_first_and_replay() {
     let server = RedisServer::start();
     let mut conn = redis_conn(&server.url()).await;
-    let app = EchoApp::start(locks::client(&server.url()), |b| b).await;
+    let mut app = EchoApp::start(locks::client(&server.url()), |b| b).await;
     // Loads the scripts, so that the counted requests make no NOSCRIPT retry.
     post_key(app.addr, "warm-up", b"x").await;
     commands(&mut conn).await;
@@ -948,9 +949,25 @@ async fn round_trips_per_request_first_and_replay() {
     let trips = |calls: &mut std::collections::BTreeMap<String, u64>| {
         calls.remove("get").unwrap_or(0) + calls.remove("evalsha").unwrap_or(0)
     };
-    println!("first: {first:?}; replay: {replay:?}");
+    // A duplicate in flight: the record read, the busy acquisition, and lock-core's
+    // clean-up of a busy try (a RELEASE of its would-be queue entry). Counted the second
+    // time, once that script is loaded too.
+    let addr = app.addr;
+    let mut busy = Default::default();
+    for key in ["busy-warm-up", "busy"] {
+        let headers = [("idempotency-key", key), ("x-block", "1")];
+        let blocked = tokio::spawn(async move { send(addr, "POST", "", &headers, b"x").await });
+        app.wait_entered().await;
+        commands(&mut conn).await;
+        assert_eq!(post_key(addr, key, b"x").await.status, StatusCode::CONFLICT);
+        busy = commands(&mut conn).await;
+        app.gate.notify_one();
+        blocked.await.unwrap();
+    }
+    println!("first: {first:?}; replay: {replay:?}; in flight: {busy:?}");
     assert_eq!(trips(&mut first), 4, "{first:?}");
     assert_eq!(replay, [("get".to_owned(), 1)].into_iter().collect());
+    assert_eq!(trips(&mut busy), 3, "{busy:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
