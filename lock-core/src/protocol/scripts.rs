@@ -518,6 +518,7 @@ mod tests {
             ("rw_release", include_str!("scripts/rw_release.lua")),
             ("sem_acquire", include_str!("scripts/sem_acquire.lua")),
             ("sem_release", include_str!("scripts/sem_release.lua")),
+            ("complete", include_str!("scripts/complete.lua")),
             ("prelude", PRELUDE),
             ("rw_prelude", RW_PRELUDE),
             ("sem_prelude", SEM_PRELUDE),
