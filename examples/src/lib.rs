@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod oversell;
+pub mod payments;
 mod redis;
 pub mod redisson_scripts;
 

@@ -128,6 +128,7 @@ mod answers;
 mod client;
 mod election;
 mod error;
+mod idempotent;
 mod job;
 mod lock;
 mod metrics;
@@ -143,6 +144,13 @@ pub use election::leader::Leader;
 pub use election::leadership::Leadership;
 pub use election::observe::Observe;
 pub use error::LockError;
+pub use idempotent::error::IdempotencyError;
+pub use idempotent::fingerprint::{Fingerprint, FingerprintBuilder};
+pub use idempotent::record::StoredKind;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use idempotent::run::{IdempotentRequest, Outcome};
+pub use idempotent::{Begin, Idempotency, InFlight, Stored, DEFAULT_RETENTION};
 pub use job::outcome::{JobOutcome, Skipped};
 pub use job::request::JobRequest;
 pub use lock::guard::{LockGuard, Lost, Release};

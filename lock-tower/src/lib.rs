@@ -298,6 +298,70 @@
 //! *outside* this one (before it in a `ServiceBuilder`, whose first layer is the outermost),
 //! where they bound the waiting requests too, or keep the wait short.
 //!
+//! # Idempotency keys
+//!
+//! The lock stops two requests for item 7 from running *at the same time*; it does not stop
+//! a client that timed out and retried from buying item 7 *twice*. [`IdempotencyLayer`]
+//! does: the first request with an `Idempotency-Key` runs and its response is stored; a
+//! duplicate while it runs is told to retry later; a later duplicate gets the stored
+//! response; the same key with another request is refused.
+//!
+//! ```no_run
+//! use axum::{routing::post, Router};
+//! use lock_tower::IdempotencyLayer;
+//!
+//! # async fn charge() -> &'static str { "charged" }
+//! # fn demo(client: lock_core::LockClient) {
+//! let idempotency = IdempotencyLayer::builder(client)
+//!     .require_key()
+//!     // Keys are the caller's own: two tenants' `k1` never meet.
+//!     .caller(|req| Some(req.headers.get("x-tenant")?.to_str().ok()?.to_owned()))
+//!     .build();
+//! let app: Router = Router::new()
+//!     .route("/charges", post(charge))
+//!     .route_layer(idempotency);
+//! # let _ = app; }
+//! ```
+//!
+//! On tonic, `Server::builder().layer(IdempotencyLayer::new(client))` with lock-tower's
+//! `tonic` feature (which lets the layer rebuild tonic's request body, [`RebuildBody`]):
+//! the key is the `idempotency-key` metadata.
+//!
+//! | request | HTTP | gRPC |
+//! | --- | --- | --- |
+//! | another method (by default only `POST` and `PATCH`), or no key where none is [required](IdempotencyLayerBuilder::require_key) | passes through | passes through |
+//! | key missing (when required), empty, repeated, too long, not visible ASCII; or no [caller](IdempotencyLayerBuilder::caller) | `400` | `INVALID_ARGUMENT` |
+//! | body above [`max_request_body`](IdempotencyLayerBuilder::max_request_body) | `413` | `RESOURCE_EXHAUSTED` |
+//! | first with its key | runs; response stored | runs; message and trailers stored |
+//! | while one with its key runs | `409` + `Retry-After` | `ABORTED` |
+//! | after one with its key completed | the stored response + `idempotency-replayed: true` | the stored message, same metadata marker |
+//! | same key, another [fingerprint](IdempotencyLayerBuilder::fingerprint) (method, path and query, body by default) | `422` | `FAILED_PRECONDITION` |
+//! | after one whose response was above [`max_response_body`](IdempotencyLayerBuilder::max_response_body) | [`too_large_status`](IdempotencyLayerBuilder::too_large_status), `409` by default, no `Retry-After`, marked replayed | `ALREADY_EXISTS` |
+//! | key lost while the handler ran | `503` (the handler is dropped) | `ABORTED` |
+//! | Redis unavailable | `503` | `UNAVAILABLE` |
+//!
+//! What is stored: final answers only — HTTP statuses below 500 other than 408, 409, 425
+//! and 429; gRPC `OK` and the client's errors (`INVALID_ARGUMENT`, `NOT_FOUND`,
+//! `ALREADY_EXISTS`, `PERMISSION_DENIED`, `FAILED_PRECONDITION`, `OUT_OF_RANGE`,
+//! `UNIMPLEMENTED`, `UNAUTHENTICATED`). A server error, a "try again", a dropped connection
+//! (the handler is cancelled) and a lost key store nothing: the key is free for a retry at
+//! once. The status, `content-type` (and the headers given to
+//! [`keep_header`](IdempotencyLayerBuilder::keep_header); gRPC's status headers and
+//! trailers) and the body are stored for the [retention](IdempotencyLayerBuilder::retention)
+//! (24 h by default), by the same Redis script that releases the key, and only while the
+//! request's hold is current (its owner and fencing token): a request that lost its key to a
+//! retry can never store over the retry's answer. Every key the layer writes has a TTL (the
+//! in-flight lock its lease, the record the retention), and its answers never name a holder,
+//! host or Redis address.
+//!
+//! While a request runs, its key is a lock like any other: renewed by the watchdog, fenced
+//! (the handler finds its [`LockInfo`] in the extensions: guard your effects with its
+//! fencing token), and the handler is dropped when it is lost. What "exactly once" then
+//! means is in SAFETY.md. A first request costs 4 Redis round trips (read the record, take
+//! the key, read the record again, store and release), a replay 1. Code that is not a tower
+//! service (queue consumers, jobs) has the same protocol in lock-core:
+//! `client.idempotent(key, fingerprint, async { … })` (its `serde` feature).
+//!
 //! # Cost
 //!
 //! [`ResponseFuture`] is a state machine (acquiring →
@@ -335,6 +399,7 @@ mod config;
 mod error;
 mod future;
 mod head;
+mod idempotency;
 mod key;
 #[cfg(test)]
 mod key_props;
@@ -350,6 +415,11 @@ pub use config::OutagePolicy;
 pub use error::BuildError;
 pub use future::ResponseFuture;
 pub use head::RequestHead;
+pub use idempotency::answer::REPLAYED_HEADER;
+pub use idempotency::body::{IdempotencyBody, RebuildBody};
+pub use idempotency::future::IdempotencyFuture;
+pub use idempotency::layer::{IdempotencyLayer, IdempotencyLayerBuilder};
+pub use idempotency::service::Idempotent;
 pub use key::KeyError;
 pub use layer::{DistributedLockLayer, LockLayerBuilder};
 pub use lock_core::{LockInfo, OnLost};

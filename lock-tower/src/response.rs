@@ -218,7 +218,7 @@ impl fmt::Display for Rejection {
 }
 
 /// A trailers-only gRPC response with `code` and `message`.
-fn grpc_status(code: u8, message: &str) -> Response<String> {
+pub(crate) fn grpc_status(code: u8, message: &str) -> Response<String> {
     let mut response = Response::new(String::new());
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));

@@ -335,13 +335,12 @@ impl Future for Release {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        if let Some(mut guard) = this.guard.take() {
-            guard.active = false;
-            if !guard.held.release_hold() {
+        if let Some(guard) = this.guard.take() {
+            let Some(held) = guard.into_outermost() else {
                 return Poll::Ready(Ok(()));
-            }
-            let release = Arc::clone(&guard.held).release_in_redis();
-            this.running = Some((Box::pin(release), Arc::clone(&guard.held)));
+            };
+            let release = Arc::clone(&held).release_in_redis();
+            this.running = Some((Box::pin(release), held));
         }
         let Some((release, _)) = this.running.as_mut() else {
             // Polled again after it resolved: the release was reported then.

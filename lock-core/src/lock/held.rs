@@ -196,6 +196,20 @@ impl Held {
         self.ended.clone().cancelled_owned()
     }
 
+    /// Ends the hold on this side, once: renewal stops and the end signal fires. False when
+    /// it had already ended so. What happens in Redis is the caller's: a release deletes the
+    /// lock, a scheduled job's lingers it (`job::linger`), an idempotent request's completes
+    /// it (`idempotent`).
+    pub(crate) fn end_locally(&self) -> bool {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.client.watchdog.unregister(self);
+        self.ended.cancel();
+        self.record_end();
+        true
+    }
+
     /// Deletes the hold in Redis (publishing the release), once, and answers as soon as the
     /// outcome is known: at the first node that released it (Redlock: a dead or slow
     /// minority does not hold the caller up; the calls to the other nodes go on in the
@@ -235,19 +249,6 @@ impl Held {
                 name: self.name.clone(),
             },
         }
-    }
-
-    /// Ends the hold on this side, once (false if it had ended): renewal stops and `lost()`
-    /// resolves. What happens in Redis is the caller's: a release deletes the lock, a
-    /// scheduled job's lingers it (`job::linger`).
-    pub(crate) fn end_locally(&self) -> bool {
-        if self.released.swap(true, Ordering::AcqRel) {
-            return false;
-        }
-        self.client.watchdog.unregister(self);
-        self.ended.cancel();
-        self.record_end();
-        true
     }
 
     /// Releases from a destructor: stops renewal now and deletes in the background.

@@ -36,6 +36,8 @@ use crate::protocol::replies::{
 
 // The scripts of scheduled jobs and elections, beside the lock's (they use `LockScript`).
 pub(crate) mod fleet;
+mod idempotent;
+pub(crate) use idempotent::{complete, Completed, Hold};
 
 /// The Lua names of a lock's keys, in the one order every script of one lock takes them
 /// ([`LockKeys::in_key_order`]). `fence` is given under Redlock only (nil in Lua otherwise).
@@ -518,6 +520,7 @@ mod tests {
             ("rw_release", include_str!("scripts/rw_release.lua")),
             ("sem_acquire", include_str!("scripts/sem_acquire.lua")),
             ("sem_release", include_str!("scripts/sem_release.lua")),
+            ("complete", include_str!("scripts/complete.lua")),
             ("prelude", PRELUDE),
             ("rw_prelude", RW_PRELUDE),
             ("sem_prelude", SEM_PRELUDE),

@@ -26,6 +26,8 @@ const BOUND: Duration = Duration::from_secs(60);
 const EXAMPLES: &[(&str, &[&str])] = &[
     ("axum_inventory", &[]),
     ("axum_inventory", &["--demo"]),
+    ("axum_payments", &[]),
+    ("axum_payments", &["--demo"]),
     ("tonic_orders", &[]),
     ("macro_basic", &[]),
     ("macro_axum", &[]),

@@ -5,4 +5,6 @@
 
 mod spellings;
 mod tower_axum;
+mod tower_idempotency;
+mod tower_idempotency_grpc;
 mod tower_tonic;
