@@ -67,15 +67,16 @@
 //! # Metrics
 //! With the `metrics` feature, the client reports through the [`metrics`](https://docs.rs/metrics)
 //! facade (install any exporter, e.g. Prometheus). Every series is labelled by `family`, the
-//! key template of the lock ([`LockRequest::family`]), never by the lock's name:
+//! key template of the lock ([`LockRequest::family`]), never by the lock's name. Every
+//! series is described (`# HELP`) when a client is built:
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
 //! | `distlock_acquisitions_total` | counter | `outcome`: `acquired`, `timeout`, `unavailable` | acquisitions (not re-entries) |
 //! | `distlock_wait_seconds` | histogram | `outcome` | time an acquisition waited |
 //! | `distlock_contended_total` | counter | | acquisitions that found the lock busy |
-//! | `distlock_wakeups_total` | counter | `by`: `message`, `ttl` | waiter wake-ups |
-//! | `distlock_hold_seconds` | histogram | | acquisition to release or loss |
+//! | `distlock_wakeups_total` | counter | `by`: `message`, `ttl` | waiter wake-ups: by a release message, or because the holder's lease ran out without one |
+//! | `distlock_hold_seconds` | histogram | | grant (after the wait) to release or loss |
 //! | `distlock_held` | gauge | | locks held by this process now |
 //! | `distlock_renewals_total` | counter | | renewals Redis confirmed |
 //! | `distlock_renewal_failures_total` | counter | | renewals Redis did not answer |
@@ -101,6 +102,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod answer;
 #[cfg(any(feature = "axum", feature = "tonic"))]
 mod answers;
 mod client;
@@ -111,6 +113,7 @@ mod ops;
 mod protocol;
 mod transport;
 
+pub use answer::Answer;
 pub use client::builder::LockClientBuilder;
 pub use client::default::{default_client, set_default_client};
 pub use client::handle::LockClient;

@@ -12,7 +12,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::client::builder::LockClientBuilder;
 use crate::client::config::Config;
+use crate::client::health::Health;
 use crate::error::{bounded, LockError};
+use crate::lock::holds::Holds;
 use crate::lock::request::LockRequest;
 use crate::lock::watchdog::{self, Watchdog};
 use crate::protocol::mode::LockMode;
@@ -51,6 +53,12 @@ pub(crate) struct ClientInner {
     pub(crate) replication: Option<Conn>,
     pub(crate) waiters: Waiters,
     pub(crate) watchdog: Watchdog,
+    /// Whether Redis answered lately (logged once per outage).
+    pub(crate) health: Health,
+    /// Every hold of the client (for revocations and the shutdown).
+    pub(crate) holds: Holds,
+    /// Stops the background tasks (at shutdown; the drop guard below when the client goes).
+    pub(crate) stop: CancellationToken,
     _stop: DropGuard,
 }
 
@@ -207,6 +215,7 @@ impl LockClient {
             pubsub,
             replication,
         } = connect(topology, tls, &options)?;
+        crate::metrics::describe();
         let stop = CancellationToken::new();
         let _guard = runtime.enter();
         let waiters = Waiters::start(pubsub, config.command_timeout, stop.child_token());
@@ -227,6 +236,9 @@ impl LockClient {
             replication,
             waiters,
             watchdog: Watchdog::default(),
+            health: Health::default(),
+            holds: Holds::default(),
+            stop: stop.clone(),
             _stop: stop.clone().drop_guard(),
             holder_meta: config.holder.encode(None),
             config,
@@ -340,7 +352,9 @@ impl ClientInner {
             // One server: one call, nothing to share with other nodes' calls.
             let mut conn = conn.clone();
             let timeout = self.node_timeout(lease);
-            return vec![bounded(name, timeout, call.invoke_async(&mut conn)).await];
+            let answers = vec![bounded(name, timeout, call.invoke_async(&mut conn)).await];
+            self.health.observe(&answers);
+            return answers;
         }
         let mut calls = self.eval_stream(name, lease, call);
         let mut answers = Vec::with_capacity(self.nodes.len());
@@ -350,6 +364,7 @@ impl ClientInner {
                 break;
             }
         }
+        self.health.observe(&answers);
         if !calls.is_empty() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move { while calls.next().await.is_some() {} });

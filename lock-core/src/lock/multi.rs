@@ -185,6 +185,9 @@ impl MultiLockRequest {
                 reason: "lock_all needs at least one name".to_owned(),
             });
         };
+        if self.client.is_shut_down() {
+            return Err(LockError::ShutDown { name: first });
+        }
         let (order, keys) = self.global_order()?;
         let first_given = order.iter().position(|n| *n == first).unwrap_or(0);
         let deadline = self.wait.map(|wait| Instant::now() + wait);
