@@ -79,6 +79,11 @@ pin_project! {
         },
         Releasing {
             release: Release,
+            // The response waits for the release this long at most (it then finishes in
+            // the background): a Redis that just died does not hold every response for
+            // the command timeout.
+            #[pin]
+            bound: tokio::time::Sleep,
             output: Result<S::Response, S::Error>,
         },
         Unlocked {
@@ -127,6 +132,9 @@ where
         }
     }
 }
+
+/// The longest a response waits for its lock's release (see `State::Releasing`).
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 const POLLED_AFTER_COMPLETION: &str = "ResponseFuture polled after completion";
 
@@ -196,7 +204,8 @@ where
                             if error.is_unavailable()
                                 && config.outage == OutagePolicy::FailOpen =>
                         {
-                            tracing::warn!(%error, "redis is unavailable: calling the service without the lock (fail open)");
+                            tracing::warn!(lock = error.name().map(tracing::field::display), %error,
+                                "redis is unavailable: calling the service without the lock (fail open)");
                             let future = service.call(request);
                             state.set(State::Unlocked { future });
                         }
@@ -226,8 +235,17 @@ where
                             unreachable!()
                         };
                         config.holds.record(since.elapsed());
+                        if !config.client.is_reachable() {
+                            // Redis was unreachable lately: the response does not wait up
+                            // to the command timeout for the release; dropping the guard
+                            // releases in the background (else the lease ends it).
+                            drop(guard);
+                            state.set(State::Done);
+                            return Poll::Ready(output.map(wrap));
+                        }
                         state.set(State::Releasing {
                             release: guard.release(),
+                            bound: tokio::time::sleep(RELEASE_WAIT),
                             output,
                         });
                         continue;
@@ -242,11 +260,20 @@ where
                     state.set(State::Done);
                     return Poll::Ready(Ok(config.reject(&rejection)));
                 }
-                StateProj::Releasing { release, .. } => {
+                StateProj::Releasing { release, bound, .. } => {
                     // Released before the response is handed on: a client that sends its
                     // next request at once does not find its own lock.
-                    if let Err(error) = ready!(Pin::new(release).poll(cx)) {
-                        tracing::warn!(%error, "release after the guarded work failed");
+                    match Pin::new(release).poll(cx) {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(error)) => {
+                            tracing::warn!(lock = error.name().map(tracing::field::display),
+                                %error, "release after the guarded work failed");
+                        }
+                        Poll::Pending => {
+                            ready!(bound.poll(cx));
+                            tracing::debug!(bound = ?RELEASE_WAIT,
+                                "the release goes on in the background; the response goes out");
+                        }
                     }
                     let StateOwn::Releasing { output, .. } =
                         state.as_mut().project_replace(State::Done)

@@ -353,6 +353,6 @@ pub use head::RequestHead;
 pub use key::KeyError;
 pub use layer::{DistributedLockLayer, LockLayerBuilder};
 pub use lock_core::{LockInfo, OnLost};
-pub use response::{Rejection, RejectionKind, ResponseBody};
+pub use response::{BoxError, Rejection, RejectionKind, ResponseBody};
 pub use semaphore::{DistributedSemaphoreLayer, SemaphoreLayerBuilder};
 pub use service::DistributedLock;

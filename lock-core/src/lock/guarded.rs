@@ -40,7 +40,8 @@ pub(crate) async fn run_under<G: Guarded, F: Future>(
         },
     };
     if let Err(error) = guard.release().await {
-        tracing::warn!(%error, "release after the guarded work failed");
+        tracing::warn!(lock = error.name().map(tracing::field::display), %error,
+            "release after the guarded work failed");
     }
     Ok(output)
 }

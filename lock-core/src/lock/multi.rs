@@ -347,7 +347,8 @@ async fn release_reversed(guards: Vec<LockGuard>) -> Option<LockError> {
     let mut first_error = None;
     for result in futures_util::future::join_all(releases).await {
         if let Err(error) = result {
-            tracing::warn!(%error, "releasing a multi-lock's name failed");
+            tracing::warn!(lock = error.name().map(tracing::field::display), %error,
+                "releasing a multi-lock's name failed");
             first_error.get_or_insert(error);
         }
     }

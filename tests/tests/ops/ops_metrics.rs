@@ -239,9 +239,9 @@ async fn the_layer_labels_by_template_and_records_the_request_id() {
         .await
         .unwrap();
     assert_eq!(&body[..], b"req-42");
-    let acquired = ["outcome=acquired", "family=layer_<id>"];
+    let acquired = ["outcome=acquired", "family=layer_<id:u64>"];
     assert_eq!(counter("distlock_acquisitions_total", &acquired), 1);
-    assert_eq!(gauge("distlock_held", &["family=layer_<id>"]), 0.0);
+    assert_eq!(gauge("distlock_held", &["family=layer_<id:u64>"]), 0.0);
 }
 
 /// A queued waiter's hold counts from its grant, not from the attempt before its wait: six
@@ -288,7 +288,11 @@ async fn a_wait_timeout_is_no_ttl_wakeup() {
     install();
     let server = RedisServer::start();
     let (a, b) = (client(&server.url()), client(&server.url()));
-    let guard = a.lock("impatient").await.unwrap();
+    let guard = a
+        .lock("impatient")
+        .family("impatient_holder")
+        .await
+        .unwrap();
     for _ in 0..3 {
         let err = b
             .lock("impatient")

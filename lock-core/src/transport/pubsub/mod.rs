@@ -88,6 +88,9 @@ pub(crate) enum Command {
     Barrier(oneshot::Sender<bool>),
 }
 
+/// The client's revocation channel and where its messages go.
+type Revocations = (Vec<u8>, mpsc::UnboundedSender<Vec<u8>>);
+
 /// The waiters' registry, shared by the waiters and the pub/sub task: channels with their
 /// wake-up signals, and the owners waiting for a grant.
 #[derive(Debug)]
@@ -97,7 +100,7 @@ pub(crate) struct Shared {
     grants: Mutex<HashMap<String, oneshot::Sender<u64>>>,
     /// The client's revocation channel, once it holds a lock, and where its messages go
     /// (see [`crate::lock::revoke`]).
-    revocations: Mutex<Option<(Vec<u8>, mpsc::UnboundedSender<Vec<u8>>)>>,
+    revocations: Mutex<Option<Revocations>>,
     commands: mpsc::UnboundedSender<Command>,
 }
 
@@ -119,7 +122,7 @@ impl Shared {
         self.grants.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn revocations(&self) -> MutexGuard<'_, Option<(Vec<u8>, mpsc::UnboundedSender<Vec<u8>>)>> {
+    fn revocations(&self) -> MutexGuard<'_, Option<Revocations>> {
         self.revocations
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
