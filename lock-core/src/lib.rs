@@ -62,7 +62,17 @@
 //! request id, since when) next to it, in the same script, so a busy lock's
 //! [`LockError::WaitTimeout`] names its holder. [`LockClient::inspect`],
 //! [`LockClient::list`] and [`LockClient::force_release`] are the operator's tools, and the
-//! `distlock` CLI wraps them (`cargo install lock-core --features cli`).
+//! `distlock` CLI wraps them. A forced release tells the former holder's client at once
+//! (its guard's [`lost`](LockGuard::lost) fires within milliseconds).
+//!
+//! # At the edge of a service
+//! [`LockClient::ping`] answers a readiness probe (every topology; see there what "ready"
+//! means for each), and [`LockClient::is_reachable`] says, without a round trip, whether the
+//! client's last calls reached Redis; an outage is logged once per client (`warn`, repeated
+//! at most every minute) and its end once (`info`). [`LockClient::shutdown`] releases every
+//! hold of a client when the service stops. [`Answer`] maps a [`LockError`] to an HTTP
+//! status, a gRPC code, a message and a `Retry-After`, for lock-tower and for the `axum` and
+//! `tonic` features.
 //!
 //! # Metrics
 //! With the `metrics` feature, the client reports through the [`metrics`](https://docs.rs/metrics)
