@@ -37,7 +37,9 @@ pub enum RejectionKind {
     /// Redis could not be reached or did not answer in time, and the layer fails closed.
     ///
     /// # Default
-    /// `503 Service Unavailable`; gRPC `UNAVAILABLE`.
+    /// `503 Service Unavailable` with `Retry-After: 5`
+    /// ([`Answer::UNAVAILABLE_RETRY_AFTER`]); gRPC `UNAVAILABLE`. Also when the client was
+    /// [shut down](lock_core::LockClient::shutdown).
     Unavailable,
     /// The lock was lost while the inner service ran, and the layer aborts on loss.
     ///

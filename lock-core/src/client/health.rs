@@ -59,7 +59,7 @@ impl Health {
         }
         state.last_warning = Some(now);
         drop(state);
-        tracing::warn!(%error, down_for = ?now - since,
+        tracing::warn!(lock = error.name().map(tracing::field::display), %error, down_for = ?now - since,
             "redis cannot be reached: lock requests fail until it is back");
     }
 

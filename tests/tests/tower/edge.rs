@@ -192,7 +192,7 @@ async fn a_frozen_redis_does_not_hold_the_response_for_the_command_timeout() {
     println!("tower edge: response after its handler with Redis frozen: {answered_after:?}");
     assert!(answered_after < command_timeout / 2, "{answered_after:?}");
     // The release was not lost: it reaches Redis once it answers again.
-    let mut conn = server.conn().await;
+    let conn = server.conn().await;
     wait_until("the release finished in the background", GENEROUS, || {
         let mut conn = conn.clone();
         async move { !exists(&mut conn, &lock_key("job_1")).await }
