@@ -150,6 +150,15 @@ mod tests {
         };
         assert_eq!(timeout.answer(), Answer::Unavailable);
         assert_eq!(timeout.retry_after(), Some(Answer::UNAVAILABLE_RETRY_AFTER));
+        // A client that shut down: the service is stopping, another instance can answer.
+        let shut = LockError::ShutDown {
+            name: "item_7".into(),
+        };
+        assert_eq!(
+            (shut.answer(), shut.answer().http_status()),
+            (Answer::Unavailable, 503)
+        );
+        assert_eq!(shut.retry_after(), Some(Answer::UNAVAILABLE_RETRY_AFTER));
     }
 
     #[test]

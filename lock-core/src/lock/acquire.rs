@@ -99,6 +99,12 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
             };
             // The guard exists before the next `.await`: dropped from here on, it releases.
             let guard = LockGuard::new(Held::new(Arc::clone(&inner), acquired, scope));
+            if inner.holds.is_closed() {
+                // Granted while the client shut down: the hold was given back.
+                return Err(LockError::ShutDown {
+                    name: guard.name().clone(),
+                });
+            }
             match inner.config.min_replicas {
                 // Boxed: a rare path, kept out of every acquisition's future.
                 Some((replicas, timeout)) => Box::pin(replicated(guard, replicas, timeout)).await,

@@ -13,8 +13,9 @@ impl LockClient {
     /// (after axum's `with_graceful_shutdown` or tonic's `serve_with_shutdown` returned),
     /// so that no request still runs under a lock.
     ///
-    /// Guards still alive report their lock lost (`lost()` fires) and release nothing more.
-    /// Answers how many holds were released.
+    /// Guards still alive report their lock lost (`lost()` fires) and release nothing more;
+    /// an acquisition still waiting ends with [`LockError::ShutDown`] once it is granted (or
+    /// with its wait). Answers how many holds were released.
     ///
     /// ```no_run
     /// # async fn demo(client: lock_core::LockClient, server: impl std::future::Future<Output = ()>) {
