@@ -21,6 +21,9 @@
 //! curl -X POST 'http://127.0.0.1:3001/items/7/buy?hold=5' & sleep 0.2
 //! curl -i -X POST http://127.0.0.1:3002/items/7/buy
 //! # Ctrl-C the first curl: the lock is released at once, not when its lease ends.
+//! curl -i http://127.0.0.1:3001/ready                    # 200, or 503 when Redis is down
+//! # Ctrl-C (or SIGTERM) an instance: it finishes its requests, then releases every lock
+//! # its client still holds (`LockClient::shutdown`), not after their leases.
 //! # `--instances 3 --port 3001` serves 3001, 3002 and 3003 from one process instead.
 //! ```
 
@@ -171,22 +174,47 @@ async fn restock(
 }
 
 /// One instance: its own lock client (as a separate process would have) and router.
-async fn instance(url: &str, instance: u16) -> Result<Router, BoxError> {
+/// `GET /ready`: a readiness probe that asks Redis (`LockClient::ping`).
+async fn ready(State(locks): State<LockClient>) -> StatusCode {
+    match locks.ping().await {
+        Ok(()) => StatusCode::OK,
+        Err(_) => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+/// One instance's router, and its lock client (to shut down when the instance stops).
+async fn instance(url: &str, instance: u16) -> Result<(Router, LockClient), BoxError> {
     let locks = LockClient::new(url)?;
     let redis = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
     // `<id:u64>` is the `{id}` of the route axum matched (never `?id=`), read as `Path<u64>`
     // reads it: `/items/07/buy` locks `item_7` too.
-    let lock = DistributedLockLayer::builder(locks)
+    let lock = DistributedLockLayer::builder(locks.clone())
         .key("item_<id:u64>")
         .wait(Duration::from_secs(2))
         .build()?;
-    Ok(Router::new()
+    let app = Router::new()
         .route("/items/{id}/buy", post(buy).route_layer(lock))
         .route("/items/{id}", get(show))
         .route("/items/{id}/stock", put(restock))
-        .with_state(Inventory { redis, instance }))
+        .with_state(Inventory { redis, instance })
+        .merge(
+            Router::new()
+                .route("/ready", get(ready))
+                .with_state(locks.clone()),
+        );
+    Ok((app, locks))
+}
+
+/// Resolves on Ctrl-C or SIGTERM (what a service manager sends).
+async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
 }
 
 #[tokio::main]
@@ -202,22 +230,42 @@ async fn main() -> Result<(), BoxError> {
     let url = redis.url();
     let instances = args.instances.unwrap_or(if args.demo { 3 } else { 1 });
     let base = args.port.unwrap_or(if args.demo { 0 } else { 3001 });
-    let mut addrs = Vec::new();
+    let (stop, stopping) = tokio::sync::watch::channel(());
+    let (mut addrs, mut servers, mut clients) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..instances {
-        let app = instance(url, i + 1).await?;
+        let (app, locks) = instance(url, i + 1).await?;
         let port = if base == 0 { 0 } else { base.saturating_add(i) };
         let listener = TcpListener::bind(("127.0.0.1", port))
             .await
             .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e}"))?;
         addrs.push(listener.local_addr()?);
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let mut stopping = stopping.clone();
+        let graceful = async move {
+            let _ = stopping.changed().await;
+        };
+        servers.push(tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(graceful)
+                .await
+        }));
+        clients.push(locks);
     }
     if args.demo {
         return run_demo(url, &addrs).await;
     }
     let shown = distlock_examples::redacted(url);
     println!("inventory on {addrs:?} (Redis {shown}); Ctrl-C to stop");
-    std::future::pending::<()>().await;
+    shutdown_signal().await;
+    // Stop taking requests and let the running ones finish, then give back every lock the
+    // clients still hold: the next instance need not wait for a lease to end.
+    let _ = stop.send(());
+    for server in servers {
+        server.await??;
+    }
+    for locks in clients {
+        let released = locks.shutdown().await?;
+        println!("shut down: {released} locks released");
+    }
     Ok(())
 }
 

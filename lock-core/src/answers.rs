@@ -3,66 +3,30 @@
 //! situation, never its holder (service, host, pid, request id) or a Redis address — those
 //! stay in the error value and belong in logs.
 //!
-//! | error | HTTP | gRPC |
-//! | --- | --- | --- |
-//! | busy for the whole wait ([`LockError::is_wait_timeout`]) | `409 Conflict` | `ABORTED` |
-//! | Redis unavailable ([`LockError::is_unavailable`]) | `503 Service Unavailable` | `UNAVAILABLE` |
-//! | lost while held ([`LockError::is_lost`]) | `503 Service Unavailable` | `ABORTED` |
-//! | invalid name | `400 Bad Request` | `INVALID_ARGUMENT` |
-//! | anything else (configuration) | `500 Internal Server Error` | `INTERNAL` |
+//! The codes, messages and `Retry-After` are [`Answer`](crate::Answer)'s, the one mapping.
 
 use crate::LockError;
-
-/// The classes of the table above.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Answer {
-    Busy,
-    Unavailable,
-    Lost,
-    InvalidName,
-    Internal,
-}
-
-impl Answer {
-    fn of(error: &LockError) -> Self {
-        match error {
-            e if e.is_wait_timeout() => Self::Busy,
-            e if e.is_unavailable() => Self::Unavailable,
-            e if e.is_lost() => Self::Lost,
-            LockError::InvalidName { .. } => Self::InvalidName,
-            _ => Self::Internal,
-        }
-    }
-
-    /// A message for the client: what happened, not who holds what.
-    fn message(self) -> &'static str {
-        match self {
-            Self::Busy => "the resource is locked; retry later",
-            Self::Unavailable => "the lock service is unavailable",
-            Self::Lost => "the lock was lost while the request ran",
-            Self::InvalidName => "the lock name is invalid",
-            Self::Internal => "internal error",
-        }
-    }
-}
 
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl axum_core::response::IntoResponse for LockError {
     /// `409` when busy, `503` when Redis is unavailable or the lock was lost, `400` for an
-    /// invalid name, else `500`: plain text that never names the holder. The error itself
-    /// is logged at `debug` (a busy lock names its holder there).
+    /// invalid name, else `500` ([`Answer`](crate::Answer)): plain text that never names the holder, with
+    /// [`LockError::retry_after`] as `Retry-After`. The error itself is logged at `debug` (a
+    /// busy lock names its holder there).
     fn into_response(self) -> axum_core::response::Response {
+        use http::header::{HeaderValue, RETRY_AFTER};
         use http::StatusCode;
-        let answer = Answer::of(&self);
+        let answer = self.answer();
         tracing::debug!(error = %self, "lock error answered over HTTP");
-        let status = match answer {
-            Answer::Busy => StatusCode::CONFLICT,
-            Answer::Unavailable | Answer::Lost => StatusCode::SERVICE_UNAVAILABLE,
-            Answer::InvalidName => StatusCode::BAD_REQUEST,
-            Answer::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        (status, answer.message()).into_response()
+        let status =
+            StatusCode::from_u16(answer.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, answer.message()).into_response();
+        if let Some(after) = self.retry_after() {
+            let headers = response.headers_mut();
+            headers.insert(RETRY_AFTER, HeaderValue::from(after.as_secs()));
+        }
+        response
     }
 }
 
@@ -73,16 +37,9 @@ impl From<LockError> for tonic::Status {
     /// `INVALID_ARGUMENT` for an invalid name, else `INTERNAL`, with a message that never
     /// names the holder. The error itself is logged at `debug`.
     fn from(error: LockError) -> Self {
-        use tonic::Code;
-        let answer = Answer::of(&error);
+        let answer = error.answer();
         tracing::debug!(%error, "lock error answered over gRPC");
-        let code = match answer {
-            Answer::Busy | Answer::Lost => Code::Aborted,
-            Answer::Unavailable => Code::Unavailable,
-            Answer::InvalidName => Code::InvalidArgument,
-            Answer::Internal => Code::Internal,
-        };
-        tonic::Status::new(code, answer.message())
+        tonic::Status::new(tonic::Code::from_i32(answer.grpc_code()), answer.message())
     }
 }
 
@@ -101,17 +58,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn classes_follow_the_predicates() {
-        assert_eq!(Answer::of(&busy()), Answer::Busy);
-        let lost = LockError::Lost {
-            name: "item_7".into(),
-            reason: "gone",
-        };
-        assert_eq!(Answer::of(&lost), Answer::Lost);
-        assert_eq!(Answer::of(&LockError::NoDefaultClient), Answer::Internal);
-    }
-
     #[cfg(feature = "tonic")]
     #[test]
     fn busy_is_aborted_without_the_holder() {
@@ -126,5 +72,6 @@ mod tests {
         use axum_core::response::IntoResponse;
         let response = busy().into_response();
         assert_eq!(response.status(), http::StatusCode::CONFLICT);
+        assert_eq!(response.headers()[http::header::RETRY_AFTER], "1");
     }
 }

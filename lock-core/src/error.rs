@@ -109,6 +109,13 @@ pub enum LockError {
         /// What is wrong, naming the setting.
         reason: String,
     },
+    /// The client was shut down ([`LockClient::shutdown`](crate::LockClient::shutdown)): it
+    /// takes no more locks.
+    #[error("lock `{name}`: the lock client was shut down")]
+    ShutDown {
+        /// The lock.
+        name: LockName,
+    },
     /// No process-wide default client was installed (see
     /// [`set_default_client`](crate::set_default_client)).
     #[error("no default lock client is installed: call lock_core::set_default_client at start-up or pass `client = …`")]
@@ -127,7 +134,8 @@ impl LockError {
             | Self::Lost { name, .. }
             | Self::NotHeld { name }
             | Self::InvalidName { name, .. }
-            | Self::InvalidRequest { name, .. } => Some(name),
+            | Self::InvalidRequest { name, .. }
+            | Self::ShutDown { name } => Some(name),
             Self::InvalidConfig { .. } | Self::NoDefaultClient => None,
         }
     }
@@ -149,6 +157,11 @@ impl LockError {
     /// True when Redis refused the command for good (see [`Refused`](Self::Refused)).
     pub fn is_refused(&self) -> bool {
         matches!(self, Self::Refused { .. })
+    }
+
+    /// True when the client was shut down ([`ShutDown`](Self::ShutDown)).
+    pub fn is_shut_down(&self) -> bool {
+        matches!(self, Self::ShutDown { .. })
     }
 
     /// True when a held lock was lost.

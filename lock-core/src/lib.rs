@@ -85,20 +85,31 @@
 //! request id, since when) next to it, in the same script, so a busy lock's
 //! [`LockError::WaitTimeout`] names its holder. [`LockClient::inspect`],
 //! [`LockClient::list`] and [`LockClient::force_release`] are the operator's tools, and the
-//! `distlock` CLI (package `distlock-cli`) wraps them.
+//! `distlock` CLI (package `distlock-cli`) wraps them. A forced release tells the former holder's client at once
+//! (its guard's [`lost`](LockGuard::lost) fires within milliseconds).
+//!
+//! # At the edge of a service
+//! [`LockClient::ping`] answers a readiness probe (every topology; see there what "ready"
+//! means for each), and [`LockClient::is_reachable`] says, without a round trip, whether the
+//! client's last calls reached Redis; an outage is logged once per client (`warn`, repeated
+//! at most every minute) and its end once (`info`). [`LockClient::shutdown`] releases every
+//! hold of a client when the service stops. [`Answer`] maps a [`LockError`] to an HTTP
+//! status, a gRPC code, a message and a `Retry-After`, for lock-tower and for the `axum` and
+//! `tonic` features.
 //!
 //! # Metrics
 //! With the `metrics` feature, the client reports through the [`metrics`](https://docs.rs/metrics)
 //! facade (install any exporter, e.g. Prometheus). Every series is labelled by `family`, the
-//! key template of the lock ([`LockRequest::family`]), never by the lock's name:
+//! key template of the lock ([`LockRequest::family`]), never by the lock's name. Every
+//! series is described (`# HELP`) when a client is built:
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
 //! | `distlock_acquisitions_total` | counter | `outcome`: `acquired`, `timeout`, `unavailable` | acquisitions (not re-entries) |
 //! | `distlock_wait_seconds` | histogram | `outcome` | time an acquisition waited |
 //! | `distlock_contended_total` | counter | | acquisitions that found the lock busy |
-//! | `distlock_wakeups_total` | counter | `by`: `message`, `ttl` | waiter wake-ups |
-//! | `distlock_hold_seconds` | histogram | | acquisition to release or loss |
+//! | `distlock_wakeups_total` | counter | `by`: `message`, `ttl` | waiter wake-ups: by a release message, or because the holder's lease ran out without one |
+//! | `distlock_hold_seconds` | histogram | | grant (after the wait) to release or loss |
 //! | `distlock_held` | gauge | | locks held by this process now |
 //! | `distlock_renewals_total` | counter | | renewals Redis confirmed |
 //! | `distlock_renewal_failures_total` | counter | | renewals Redis did not answer |
@@ -123,6 +134,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod answer;
 #[cfg(any(feature = "axum", feature = "tonic"))]
 mod answers;
 mod client;
@@ -136,6 +148,7 @@ mod ops;
 mod protocol;
 mod transport;
 
+pub use answer::Answer;
 pub use client::builder::LockClientBuilder;
 pub use client::default::{default_client, set_default_client};
 pub use client::handle::LockClient;

@@ -23,11 +23,12 @@ pub(crate) const ACQUISITIONS: &str = "distlock_acquisitions_total";
 pub(crate) const CONTENDED: &str = "distlock_contended_total";
 /// Seconds an acquisition waited, by outcome.
 pub(crate) const WAIT_SECONDS: &str = "distlock_wait_seconds";
-/// Seconds a lock was held, from acquisition to release or loss.
+/// Seconds a lock was held, from its grant (after any wait) to release or loss.
 pub(crate) const HOLD_SECONDS: &str = "distlock_hold_seconds";
 /// Waiter wake-ups, by what woke them (`message`: a release or hand-off published on the
-/// lock's channel; `ttl`: a timed retry, when the holder's remaining lease ran out or, in a
-/// long wait, the waiter's periodic retry came first).
+/// lock's channel; `ttl`: the holder's remaining lease ran out with no message, as when a
+/// holder died or a message was missed). The periodic retry of a long wait and the end of
+/// a wait are no wake-ups.
 pub(crate) const WAKEUPS: &str = "distlock_wakeups_total";
 /// Watchdog renewals that Redis confirmed (and successful `extend` calls).
 pub(crate) const RENEWALS: &str = "distlock_renewals_total";
@@ -37,6 +38,45 @@ pub(crate) const RENEWAL_FAILURES: &str = "distlock_renewal_failures_total";
 pub(crate) const LOST: &str = "distlock_lost_total";
 /// Locks this process holds right now.
 pub(crate) const HELD: &str = "distlock_held";
+
+/// Describes every series to the installed recorder (Prometheus' `# HELP` lines). Called
+/// by each client's start: a recorder installed before any client was built hears it.
+pub(crate) fn describe() {
+    #[cfg(feature = "metrics")]
+    {
+        use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+        describe_counter!(
+            ACQUISITIONS,
+            "Lock acquisitions (not re-entries) by outcome: acquired, timeout, unavailable"
+        );
+        describe_counter!(
+            CONTENDED,
+            "Acquisitions that found the lock busy at their first attempt"
+        );
+        describe_histogram!(
+            WAIT_SECONDS,
+            Unit::Seconds,
+            "Time an acquisition waited, by outcome"
+        );
+        describe_histogram!(
+            HOLD_SECONDS,
+            Unit::Seconds,
+            "Time a lock was held, from its grant to its release or loss"
+        );
+        describe_counter!(
+            WAKEUPS,
+            "Waiter wake-ups: by=message (a release or hand-off message), by=ttl (the \
+             holder's lease ran out without a message)"
+        );
+        describe_counter!(RENEWALS, "Lease renewals that Redis confirmed");
+        describe_counter!(RENEWAL_FAILURES, "Lease renewals that Redis did not answer");
+        describe_counter!(
+            LOST,
+            "Holds lost: deleted, expired, taken over or force-released"
+        );
+        describe_gauge!(HELD, "Locks this process holds now");
+    }
+}
 
 /// An acquisition ended: records its outcome, wait and contention. Re-entries, invalid
 /// input and cancelled acquisitions are not acquisitions and record nothing.

@@ -2,15 +2,16 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::request::Parts;
 use http::{Method, Response, StatusCode};
-use lock_core::{LockClient, LockName, LockRequest, OnLost};
+use lock_core::{LockClient, LockError, LockName, LockRequest, OnLost};
 
 use crate::key::{KeyError, KeySpec};
-use crate::response::{into_response, Rejection, ResponseBody};
+use crate::response::{into_response, CustomBody, Rejection, ResponseBody};
 use crate::retry::HoldTimes;
 use crate::route::Routes;
 
@@ -40,8 +41,9 @@ pub(crate) enum Hold {
     Permit { permits: u32, full: StatusCode },
 }
 
-/// A custom rejection answer.
-pub(crate) type RejectionFn = Arc<dyn Fn(&Rejection) -> Response<String> + Send + Sync + 'static>;
+/// A custom rejection answer, its body boxed.
+pub(crate) type RejectionFn =
+    Arc<dyn Fn(&Rejection) -> Response<CustomBody> + Send + Sync + 'static>;
 
 /// The settings a layer shares with its services.
 pub(crate) struct Config {
@@ -52,8 +54,7 @@ pub(crate) struct Config {
     pub(crate) routes: Option<Routes>,
     pub(crate) methods: Vec<Method>,
     pub(crate) lease: Option<Duration>,
-    /// `None`: the client's configured wait.
-    pub(crate) wait: Option<Duration>,
+    pub(crate) wait: Duration,
     pub(crate) outage: OutagePolicy,
     pub(crate) on_lost: OnLost,
     pub(crate) rejection: Option<RejectionFn>,
@@ -61,6 +62,9 @@ pub(crate) struct Config {
     pub(crate) hold: Hold,
     /// What this layer's requests held their locks for: the `Retry-After` estimate.
     pub(crate) holds: HoldTimes,
+    /// Set once the layer warned of requests that matched no axum route.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) warned_unmatched: AtomicBool,
 }
 
 /// What the layer does with one request.
@@ -83,12 +87,13 @@ impl Config {
             Some(routes) => match routes.at(parts.uri.path()) {
                 None => return Plan::Skip,
                 Some(Err(error)) => Err(error),
-                Some(Ok(params)) => self.key.resolve(parts, Some(&params)),
+                Some(Ok(params)) => self.key.resolve(parts, Some(&params)).map(Some),
             },
             None => self.resolve_without_routes(parts),
         };
         match name {
-            Ok(name) => Plan::Lock(name),
+            Ok(Some(name)) => Plan::Lock(name),
+            Ok(None) => Plan::Skip,
             Err(error) => {
                 if error.is_misconfiguration() {
                     self.log_misconfiguration(parts, &error);
@@ -98,30 +103,55 @@ impl Config {
         }
     }
 
-    /// Path parameters from the route axum matched.
+    /// Path parameters from the route axum matched; `None` when the request matched no
+    /// route and the key needs one.
     #[cfg(feature = "axum")]
-    fn resolve_without_routes(&self, parts: &mut Parts) -> Result<LockName, KeyError> {
+    fn resolve_without_routes(&self, parts: &mut Parts) -> Result<Option<LockName>, KeyError> {
         use crate::route::axum_route::{matched, Matched};
         match matched(parts) {
-            Matched::None => self.key.resolve(parts, None),
+            // A path placeholder cannot be filled: the layer sits on a whole `Router`
+            // (`.layer` rather than `.route_layer`) and this request found no route. It goes
+            // on to the router's 404, unlocked, with one warning per layer.
+            Matched::None if self.key.path_params().next().is_some() => {
+                self.warn_unmatched(parts);
+                Ok(None)
+            }
+            Matched::None => self.key.resolve(parts, None).map(Some),
             Matched::Params(raw) => {
                 let params: Vec<_> = raw.iter().map(|(k, v)| (k, Cow::Borrowed(v))).collect();
-                self.key.resolve(parts, Some(&params))
+                self.key.resolve(parts, Some(&params)).map(Some)
             }
             Matched::InvalidUtf8 => match self.key.path_params().next() {
                 Some((placeholder, _)) => Err(KeyError::new(
                     placeholder,
                     "is not valid UTF-8 once percent-decoded",
                 )),
-                None => self.key.resolve(parts, None),
+                None => self.key.resolve(parts, None).map(Some),
             },
         }
     }
 
+    /// Once per layer: requests that matched no route are not locked.
+    #[cfg(feature = "axum")]
+    fn warn_unmatched(&self, parts: &Parts) {
+        if (self.warned_unmatched).swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        tracing::warn!(
+            family = %self.family,
+            path = parts.uri.path(),
+            "a request that matched no axum route passed the lock layer unlocked (to the \
+             router's 404); expected with `Router::layer`, where unmatched paths reach the \
+             fallback. If this layer wraps the whole Router from outside, it never sees a \
+             route and never locks: use `route_layer`, or give the layer `.route(…)` \
+             (logged once per layer)"
+        );
+    }
+
     /// No path parameters (the builder refuses path placeholders here).
     #[cfg(not(feature = "axum"))]
-    fn resolve_without_routes(&self, parts: &mut Parts) -> Result<LockName, KeyError> {
-        self.key.resolve(parts, None)
+    fn resolve_without_routes(&self, parts: &mut Parts) -> Result<Option<LockName>, KeyError> {
+        self.key.resolve(parts, None).map(Some)
     }
 
     /// A placeholder no request can fill on this route: the operator must hear of it; the
@@ -133,7 +163,8 @@ impl Config {
         #[cfg(not(feature = "axum"))]
         let route = NO_ROUTE;
         tracing::error!(
-            key = ?self.key,
+            family = %self.family,
+            template = ?self.key,
             route,
             path = parts.uri.path(),
             %error,
@@ -155,9 +186,7 @@ impl Config {
         if let Some(id) = request_id(request) {
             lock = lock.request_id(id);
         }
-        if let Some(wait) = self.wait {
-            lock = lock.wait(wait);
-        }
+        lock = lock.wait(self.wait);
         match self.lease {
             Some(lease) => lock.lease(lease),
             None => lock,
@@ -166,11 +195,9 @@ impl Config {
 
     /// The rejection for a lock error, with the `Retry-After` estimate when it is busy.
     pub(crate) fn lock_rejection(&self, error: lock_core::LockError, grpc: bool) -> Rejection {
-        let retry_after = error.is_wait_timeout().then(|| {
-            let wait = self.wait.or(self.client.default_wait()).unwrap_or_default();
-            self.holds
-                .retry_after(&error, wait, std::time::SystemTime::now())
-        });
+        let retry_after = error
+            .is_wait_timeout()
+            .then(|| (self.holds).retry_after(&error, self.wait, std::time::SystemTime::now()));
         let full = match self.hold {
             Hold::Permit { full, .. } => Some(full),
             _ => None,
@@ -182,16 +209,18 @@ impl Config {
     /// holder of a busy lock, the Redis error) goes to the log.
     pub(crate) fn reject<B>(&self, rejection: &Rejection) -> Response<ResponseBody<B>> {
         tracing::debug!(
+            lock = rejection.lock_error().and_then(LockError::name).map(display),
+            family = %self.family,
             kind = ?rejection.kind(),
             answer = %rejection,
             lock_error = rejection.lock_error().map(display),
             key_error = rejection.key_error().map(display),
             "request rejected by the lock layer"
         );
-        into_response(match &self.rejection {
-            Some(f) => f(rejection),
-            None => rejection.default_response(),
-        })
+        match &self.rejection {
+            Some(f) => f(rejection).map(ResponseBody::custom),
+            None => into_response(rejection.default_response()),
+        }
     }
 }
 

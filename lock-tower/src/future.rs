@@ -182,7 +182,8 @@ where
                             if error.is_unavailable()
                                 && config.outage == OutagePolicy::FailOpen =>
                         {
-                            tracing::warn!(%error, "redis is unavailable: calling the service without the lock (fail open)");
+                            tracing::warn!(lock = error.name().map(tracing::field::display), %error,
+                                "redis is unavailable: calling the service without the lock (fail open)");
                             let future = service.call(request);
                             state.set(State::Unlocked { future });
                         }

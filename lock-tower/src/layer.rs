@@ -6,7 +6,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Method, Response};
+use http_body::Body;
 use lock_core::{LockClient, LockClientBuilder, LockName, OnLost};
 use tower_layer::Layer;
 
@@ -14,7 +16,7 @@ use crate::config::{Config, Hold, OutagePolicy, RejectionFn};
 use crate::error::BuildError;
 use crate::head::RequestHead;
 use crate::key::{KeyError, KeyFn, KeySpec};
-use crate::response::Rejection;
+use crate::response::{custom_body, BoxError, Rejection};
 use crate::route::Routes;
 use crate::service::DistributedLock;
 use crate::typed::ValueType;
@@ -91,7 +93,7 @@ pub struct LockLayerBuilder {
     routes: Vec<String>,
     methods: Vec<Method>,
     lease: Option<Duration>,
-    wait: Option<Duration>,
+    pub(crate) wait: Option<Duration>,
     outage: OutagePolicy,
     on_lost: OnLost,
     rejection: Option<RejectionFn>,
@@ -105,6 +107,11 @@ enum Key {
 }
 
 impl LockLayerBuilder {
+    /// The longest a request waits for a busy lock unless the layer sets its own
+    /// [`wait`](Self::wait): a few seconds suit a request path; the client's default
+    /// (30 s) suits background jobs.
+    pub const DEFAULT_WAIT: Duration = Duration::from_secs(5);
+
     /// The lock name as a key template, in the grammar of `#[distributed_lock]`, where
     /// every placeholder names the type the handler reads its value as:
     /// - `<id:u64>` (or `<path.id:u64>`): the path parameter `id` of the matched route, and
@@ -239,9 +246,10 @@ impl LockLayerBuilder {
     /// `Duration::ZERO` fails fast.
     ///
     /// # Default
-    /// The client's configured wait ([`LockClientBuilder::wait`], 30 s unless set), the
-    /// same rule as for `client.lock(…)` and `#[distributed_lock]`. A request path usually
-    /// wants a few seconds: set it here or on the client.
+    /// The client's configured wait ([`LockClientBuilder::wait`]) when it is shorter than
+    /// [`DEFAULT_WAIT`](Self::DEFAULT_WAIT) (5 s), else 5 s: a request does not hang for
+    /// the client's 30 s, which suit background jobs. (A
+    /// [semaphore layer](crate::DistributedSemaphoreLayer) answers at once by default.)
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
         self
@@ -268,12 +276,44 @@ impl LockLayerBuilder {
     }
 
     /// Answers rejections with `f` instead of [`Rejection::default_response`] (which `f` may
-    /// call and adjust). The `String` becomes the response body.
-    pub fn on_rejection<F>(mut self, f: F) -> Self
+    /// call and adjust). `f` returns a response with any body (`String`, axum's `Body`, …),
+    /// so an application's own error type answers as it does elsewhere:
+    ///
+    /// ```no_run
+    /// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
+    /// use axum::http::StatusCode;
+    /// use axum::response::{IntoResponse, Response};
+    /// use lock_tower::{DistributedLockLayer, Rejection};
+    ///
+    /// struct AppError(StatusCode, String);
+    /// impl From<&Rejection> for AppError {
+    ///     fn from(r: &Rejection) -> Self {
+    ///         let status = r.default_response().status();
+    ///         AppError(status, r.message().to_owned())
+    ///     }
+    /// }
+    /// impl IntoResponse for AppError {
+    ///     fn into_response(self) -> Response {
+    ///         (self.0, format!("{{\"error\":{:?}}}", self.1)).into_response()
+    ///     }
+    /// }
+    ///
+    /// let layer = DistributedLockLayer::builder(client)
+    ///     .key("item_<id:u64>")
+    ///     .on_rejection(|r| AppError::from(r).into_response())
+    ///     .build()?;
+    /// # let _ = layer; Ok(()) }
+    /// ```
+    ///
+    /// [`Rejection::retry_after`] is not added for you: copy it (or start from
+    /// [`default_response`](Rejection::default_response)'s headers) when it matters.
+    pub fn on_rejection<F, B>(mut self, f: F) -> Self
     where
-        F: Fn(&Rejection) -> Response<String> + Send + Sync + 'static,
+        F: Fn(&Rejection) -> Response<B> + Send + Sync + 'static,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
     {
-        self.rejection = Some(Arc::new(f));
+        self.rejection = Some(Arc::new(move |r| f(r).map(custom_body)));
         self
     }
 
@@ -339,6 +379,7 @@ impl LockLayerBuilder {
         } else {
             Some(Routes::new(&self.routes, &key)?)
         };
+        let wait = self.wait.unwrap_or_else(|| default_wait(&self.client));
         Ok(DistributedLockLayer {
             config: Arc::new(Config {
                 client: self.client,
@@ -346,16 +387,24 @@ impl LockLayerBuilder {
                 routes,
                 methods: self.methods,
                 lease: self.lease,
-                wait: self.wait,
+                wait,
                 outage: self.outage,
                 on_lost: self.on_lost,
                 rejection: self.rejection,
                 family: self.family.unwrap_or(default_family),
                 hold: self.hold,
                 holds: Default::default(),
+                warned_unmatched: Default::default(),
             }),
         })
     }
+}
+
+/// The client's wait when shorter than [`LockLayerBuilder::DEFAULT_WAIT`] (a client that
+/// waits forever has none), else that.
+fn default_wait(client: &LockClient) -> Duration {
+    let wait = LockLayerBuilder::DEFAULT_WAIT;
+    client.default_wait().map_or(wait, |w| w.min(wait))
 }
 
 /// Without routes and without the `axum` feature no path parameter is ever known: a path

@@ -33,6 +33,11 @@
 //! # let _ = app; Ok(()) }
 //! ```
 //!
+//! Defaults sized for a request path: a request waits at most
+//! [5 s](LockLayerBuilder::DEFAULT_WAIT) for a busy lock (less when the client's own wait is
+//! shorter), not the client's 30 s for background jobs; a
+//! [semaphore layer](DistributedSemaphoreLayer) answers `429` at once unless given a wait.
+//!
 //! The layer works the same on a whole `Router` (`.layer(lock)`: only requests matching its
 //! [routes](LockLayerBuilder::route) and [methods](LockLayerBuilder::method) are locked, the
 //! others pass through) and in a `tower::ServiceBuilder`.
@@ -146,10 +151,13 @@
 //! A path placeholder that nothing can fill is the layer's misconfiguration, never the
 //! client's: without routes and without the `axum` feature the builder refuses it
 //! ([`BuildError::NoPathParams`]); with the feature, a request whose matched route lacks
-//! the parameter, or that no axum route matched before the layer (a layer outside the
-//! `Router`, or axum's fallback), is answered a generic `400` / `INVALID_ARGUMENT` ("no lock
-//! key can be made for this request"), and an `error` event names the template, the route
-//! and the placeholder. Prefer `route_layer`, which leaves the fallback alone.
+//! the parameter is answered a generic `400` / `INVALID_ARGUMENT` ("no lock key can be made
+//! for this request"), and an `error` event names the template, the route and the
+//! placeholder. A request that no axum route matched (`Router::layer` puts the layer on
+//! the fallback too: `/health`, a scanner's random URL) passes through unlocked to the
+//! router's 404, with one `warn` per layer, not an error per request. Prefer
+//! `route_layer`, which leaves the fallback alone; a layer that wraps the whole `Router`
+//! from outside sees no matched route at all, and needs `.route(…)`.
 //!
 //! # Locking on a field of the body
 //!
@@ -239,7 +247,7 @@
 //! | lock busy for the whole [wait](LockLayerBuilder::wait) | `409 Conflict` + [`Retry-After`](#retry-after) | `ABORTED` |
 //! | key parameter missing, empty, repeated or invalid (no lock attempted) | `400 Bad Request` | `INVALID_ARGUMENT` |
 //! | a path placeholder the route lacks (a misconfiguration, logged at `error`) | `400 Bad Request` | `INVALID_ARGUMENT` |
-//! | Redis unavailable ([fail closed](OutagePolicy::FailClosed), the default) | `503 Service Unavailable` | `UNAVAILABLE` |
+//! | Redis unavailable ([fail closed](OutagePolicy::FailClosed), the default) | `503 Service Unavailable` + `Retry-After: 5` | `UNAVAILABLE` |
 //! | lock lost mid-request ([`OnLost::Abort`], the default) | `503 Service Unavailable` | `ABORTED` |
 //!
 //! The bodies are generic: they name the key parameter at fault or the lock's
@@ -249,10 +257,14 @@
 //! available to a custom answer through [`Rejection::lock_error`]. Every answer can be
 //! replaced with [`on_rejection`](LockLayerBuilder::on_rejection).
 //!
-//! The [wait](LockLayerBuilder::wait) is the client's configured wait
-//! ([`LockClientBuilder::wait`](lock_core::LockClientBuilder::wait), 30 s by default)
-//! unless the layer sets its own: one rule for `client.lock(…)`, `#[distributed_lock]` and
-//! this layer. A request path usually wants a few seconds.
+//! The statuses and codes are lock-core's [`Answer`](lock_core::Answer), the one mapping that
+//! `LockError`'s own answers (lock-core's `axum` and `tonic` features) use too, with the
+//! same `Retry-After`; the layer's messages name the lock's family, and its busy
+//! `Retry-After` comes from the hold times it has seen.
+//!
+//! The [wait](LockLayerBuilder::wait) is the layer's own, or the client's configured wait
+//! ([`LockClientBuilder::wait`](lock_core::LockClientBuilder::wait)) when that is shorter
+//! than [`LockLayerBuilder::DEFAULT_WAIT`] (5 s); a semaphore layer waits only when told.
 //!
 //! ## Retry-After
 //!
@@ -269,10 +281,17 @@
 //! - The lock is taken when the request's response future is first polled, and held until
 //!   the inner service's response future completes. It is released then, before the
 //!   response is handed on, so a client that sends its next request at once does not find
-//!   its own lock. The response therefore waits for the release's Redis round trip, at most
-//!   the client's [command timeout](lock_core::LockClientBuilder::command_timeout) (2 s by
-//!   default); a release that fails or times out is logged and the response goes out
-//!   anyway (the lock then ends with its lease).
+//!   its own lock. The response therefore waits for the release's Redis round trip, but at
+//!   most 500 ms (not the client's
+//!   [command timeout](lock_core::LockClientBuilder::command_timeout)), and not at all while
+//!   the client finds Redis unreachable ([`LockClient::is_reachable`](lock_core::LockClient::is_reachable)):
+//!   the release then goes on in the background, and a release that fails is logged (the
+//!   lock then ends with its lease).
+//! - A [forced release](lock_core::LockClient::force_release) by an operator reaches the
+//!   holder's client at once: with [`OnLost::Abort`] the inner future is dropped within
+//!   milliseconds and the request answered `503` / `ABORTED`.
+//! - On shutdown, once the server stopped serving, [`LockClient::shutdown`](lock_core::LockClient::shutdown)
+//!   releases whatever the client still holds.
 //! - Dropping the response future releases the lock at once in the background: a client
 //!   that disconnects, or a timeout layer that gives up, never leaves a lock behind.
 //! - Streaming bodies: the lock covers producing the response head, not streaming the
@@ -423,6 +442,6 @@ pub use idempotency::service::Idempotent;
 pub use key::KeyError;
 pub use layer::{DistributedLockLayer, LockLayerBuilder};
 pub use lock_core::{LockInfo, OnLost};
-pub use response::{Rejection, RejectionKind, ResponseBody};
+pub use response::{BoxError, Rejection, RejectionKind, ResponseBody};
 pub use semaphore::{DistributedSemaphoreLayer, SemaphoreLayerBuilder};
 pub use service::DistributedLock;

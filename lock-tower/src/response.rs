@@ -9,7 +9,9 @@ use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
-use lock_core::LockError;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::BodyExt;
+use lock_core::{Answer, LockError};
 use pin_project_lite::pin_project;
 
 use crate::key::KeyError;
@@ -35,7 +37,9 @@ pub enum RejectionKind {
     /// Redis could not be reached or did not answer in time, and the layer fails closed.
     ///
     /// # Default
-    /// `503 Service Unavailable`; gRPC `UNAVAILABLE`.
+    /// `503 Service Unavailable` with `Retry-After: 5`
+    /// ([`Answer::UNAVAILABLE_RETRY_AFTER`]); gRPC `UNAVAILABLE`. Also when the client was
+    /// [shut down](lock_core::LockClient::shutdown).
     Unavailable,
     /// The lock was lost while the inner service ran, and the layer aborts on loss.
     ///
@@ -73,12 +77,11 @@ pub struct Rejection {
     lock_error: Option<LockError>,
 }
 
-/// gRPC status codes the defaults use.
-const GRPC_INVALID_ARGUMENT: u8 = 3;
-const GRPC_RESOURCE_EXHAUSTED: u8 = 8;
-const GRPC_ABORTED: u8 = 10;
-const GRPC_INTERNAL: u8 = 13;
-const GRPC_UNAVAILABLE: u8 = 14;
+/// The gRPC status of a full semaphore (the one answer lock-core's [`Answer`] has not).
+const GRPC_RESOURCE_EXHAUSTED: i32 = 8;
+
+/// The error type of response bodies: any error, boxed (as axum's and tonic's).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl Rejection {
     pub(crate) fn from_key_error(error: KeyError, grpc: bool) -> Self {
@@ -111,31 +114,31 @@ impl Rejection {
         retry_after: Option<Duration>,
         full_status: Option<StatusCode>,
     ) -> Self {
-        let (kind, message) = match &error {
-            e if e.is_wait_timeout() && full_status.is_some() => {
+        // lock-core's classes; the messages name the family where it helps the client.
+        let answer = error.answer();
+        let (kind, message) = match answer {
+            Answer::Busy if full_status.is_some() => {
                 (RejectionKind::Full, format!("limit `{family}` is reached"))
             }
-            e if e.is_wait_timeout() => (RejectionKind::Busy, format!("lock `{family}` is busy")),
-            e if e.is_unavailable() => (
-                RejectionKind::Unavailable,
-                "the lock service is unavailable".to_owned(),
-            ),
-            e if e.is_lost() => (
+            Answer::Busy => (RejectionKind::Busy, format!("lock `{family}` is busy")),
+            Answer::Lost => (
                 RejectionKind::Lost,
                 format!("lock `{family}` was lost while the request ran"),
             ),
-            LockError::InvalidName { .. } => (
-                RejectionKind::InvalidKey,
-                "the lock name made from this request is invalid".to_owned(),
-            ),
-            _ => (RejectionKind::Internal, "internal error".to_owned()),
+            Answer::Unavailable => (RejectionKind::Unavailable, answer.message().to_owned()),
+            Answer::InvalidName => (RejectionKind::InvalidKey, answer.message().to_owned()),
+            _ => (RejectionKind::Internal, answer.message().to_owned()),
+        };
+        let retry_after = match kind {
+            RejectionKind::Busy | RejectionKind::Full => retry_after,
+            // The same hint as lock-core's answer to this error.
+            _ => error.retry_after(),
         };
         Self {
             kind,
             grpc,
             message,
-            retry_after: retry_after
-                .filter(|_| matches!(kind, RejectionKind::Busy | RejectionKind::Full)),
+            retry_after,
             full_status: full_status.unwrap_or(StatusCode::TOO_MANY_REQUESTS),
             key_error: None,
             lock_error: Some(error),
@@ -160,8 +163,10 @@ impl Rejection {
         &self.message
     }
 
-    /// For [`RejectionKind::Busy`] and [`RejectionKind::Full`]: when to retry, in whole seconds (at least 1); see
-    /// [`Retry-After`](crate#retry-after).
+    /// When to retry, in whole seconds (at least 1): for [`RejectionKind::Busy`] and
+    /// [`RejectionKind::Full`] the layer's estimate (see [`Retry-After`](crate#retry-after)),
+    /// for [`RejectionKind::Unavailable`] lock-core's
+    /// [`Answer::UNAVAILABLE_RETRY_AFTER`] (as [`LockError::retry_after`]).
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
@@ -180,22 +185,15 @@ impl Rejection {
     /// The default answer (see [`RejectionKind`]): plain text for HTTP, a trailers-only
     /// response (`grpc-status`, `grpc-message` in the headers, empty body) for gRPC.
     pub fn default_response(&self) -> Response<String> {
+        let answer = self.kind.answer();
         if self.grpc {
-            let code = match self.kind {
-                RejectionKind::Busy | RejectionKind::Lost => GRPC_ABORTED,
-                RejectionKind::Full => GRPC_RESOURCE_EXHAUSTED,
-                RejectionKind::InvalidKey => GRPC_INVALID_ARGUMENT,
-                RejectionKind::Unavailable => GRPC_UNAVAILABLE,
-                RejectionKind::Internal => GRPC_INTERNAL,
-            };
+            let code = answer.map_or(GRPC_RESOURCE_EXHAUSTED, Answer::grpc_code);
             return grpc_status(code, &self.message);
         }
-        let status = match self.kind {
-            RejectionKind::Busy => StatusCode::CONFLICT,
-            RejectionKind::Full => self.full_status,
-            RejectionKind::InvalidKey => StatusCode::BAD_REQUEST,
-            RejectionKind::Unavailable | RejectionKind::Lost => StatusCode::SERVICE_UNAVAILABLE,
-            RejectionKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        let status = match answer {
+            Some(answer) => StatusCode::from_u16(answer.http_status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            None => self.full_status,
         };
         let mut response = Response::new(format!("{}\n", self.message));
         *response.status_mut() = status;
@@ -217,12 +215,27 @@ impl fmt::Display for Rejection {
     }
 }
 
+impl RejectionKind {
+    /// lock-core's class of the kind, whose status and code it answers with; `None` for a
+    /// full semaphore, which only the layer knows.
+    fn answer(self) -> Option<Answer> {
+        Some(match self {
+            Self::Busy => Answer::Busy,
+            Self::Full => return None,
+            Self::InvalidKey => Answer::InvalidName,
+            Self::Unavailable => Answer::Unavailable,
+            Self::Lost => Answer::Lost,
+            Self::Internal => Answer::Internal,
+        })
+    }
+}
+
 /// A trailers-only gRPC response with `code` and `message`.
-pub(crate) fn grpc_status(code: u8, message: &str) -> Response<String> {
+pub(crate) fn grpc_status(code: i32, message: &str) -> Response<String> {
     let mut response = Response::new(String::new());
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    headers.insert("grpc-status", HeaderValue::from(u16::from(code)));
+    headers.insert("grpc-status", HeaderValue::from(code));
     if let Ok(value) = HeaderValue::try_from(encode_grpc_message(message)) {
         headers.insert("grpc-message", value);
     }
@@ -266,7 +279,21 @@ pin_project! {
     enum Kind<B> {
         Inner { #[pin] body: B },
         Rejection { data: Option<Bytes> },
+        Custom { #[pin] body: CustomBody },
     }
+}
+
+/// The body of a [custom rejection](crate::LockLayerBuilder::on_rejection), boxed: its type
+/// is the application's.
+pub(crate) type CustomBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// Boxes a custom rejection's body.
+pub(crate) fn custom_body<B>(body: B) -> CustomBody
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    body.map_err(Into::into).boxed_unsync()
 }
 
 impl<B> ResponseBody<B> {
@@ -274,6 +301,12 @@ impl<B> ResponseBody<B> {
     pub fn new(body: B) -> Self {
         Self {
             kind: Kind::Inner { body },
+        }
+    }
+
+    pub(crate) fn custom(body: CustomBody) -> Self {
+        Self {
+            kind: Kind::Custom { body },
         }
     }
 
@@ -290,6 +323,7 @@ impl<B: fmt::Debug> fmt::Debug for ResponseBody<B> {
         match &self.kind {
             Kind::Inner { body } => f.debug_tuple("ResponseBody").field(body).finish(),
             Kind::Rejection { data } => f.debug_tuple("ResponseBody").field(data).finish(),
+            Kind::Custom { .. } => f.debug_tuple("ResponseBody").field(&"custom").finish(),
         }
     }
 }
@@ -297,17 +331,20 @@ impl<B: fmt::Debug> fmt::Debug for ResponseBody<B> {
 impl<B> Body for ResponseBody<B>
 where
     B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
 {
     type Data = Bytes;
-    type Error = B::Error;
+    /// Boxed: the inner service's errors or a custom rejection body's.
+    type Error = BoxError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project().kind.project() {
-            KindProj::Inner { body } => body.poll_frame(cx),
+            KindProj::Inner { body } => body.poll_frame(cx).map_err(Into::into),
             KindProj::Rejection { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            KindProj::Custom { body } => body.poll_frame(cx),
         }
     }
 
@@ -315,12 +352,14 @@ where
         match &self.kind {
             Kind::Inner { body } => body.is_end_stream(),
             Kind::Rejection { data } => data.is_none(),
+            Kind::Custom { body } => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Inner { body } => body.size_hint(),
+            Kind::Custom { body } => body.size_hint(),
             Kind::Rejection { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
@@ -377,6 +416,16 @@ mod tests {
         assert!(!grpc.headers().contains_key(RETRY_AFTER));
     }
 
+    fn clone_timeout(error: &LockError) -> LockError {
+        match error {
+            LockError::Timeout { name, after } => LockError::Timeout {
+                name: name.clone(),
+                after: *after,
+            },
+            _ => unreachable!(),
+        }
+    }
+
     #[test]
     fn other_lock_errors_have_no_retry_after() {
         let lost = LockError::Lost {
@@ -401,6 +450,18 @@ mod tests {
         };
         let r = Rejection::from_lock_error(timeout, true, "item_<id>", None, None);
         assert_eq!(r.kind(), RejectionKind::Unavailable);
+        // 503 carries lock-core's hint for an outage, the same as `LockError`'s answer.
+        let http = Rejection::from_lock_error(
+            r.lock_error().map(clone_timeout).unwrap(),
+            false,
+            "f",
+            None,
+            None,
+        );
+        let answer = http.default_response();
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(answer.headers()[RETRY_AFTER], "5");
+        assert_eq!(http.retry_after(), r.lock_error().unwrap().retry_after());
         assert_eq!(r.default_response().headers()["grpc-status"], "14");
         assert_eq!(
             r.default_response().headers()["grpc-message"],

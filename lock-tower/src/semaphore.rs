@@ -5,7 +5,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Method, Response, StatusCode};
+use http_body::Body;
 use lock_core::{LockClient, LockName, OnLost};
 use tower_layer::Layer;
 
@@ -14,7 +16,7 @@ use crate::error::BuildError;
 use crate::head::RequestHead;
 use crate::key::KeyError;
 use crate::layer::{DistributedLockLayer, LockLayerBuilder};
-use crate::response::Rejection;
+use crate::response::{BoxError, Rejection};
 use crate::service::DistributedLock;
 
 /// A tower [`Layer`] that lets at most `permits` requests per key run at once across every
@@ -42,7 +44,7 @@ use crate::service::DistributedLock;
 /// ```
 #[derive(Clone)]
 pub struct DistributedSemaphoreLayer {
-    inner: DistributedLockLayer,
+    pub(crate) inner: DistributedLockLayer,
 }
 
 impl DistributedSemaphoreLayer {
@@ -115,8 +117,12 @@ impl SemaphoreLayerBuilder {
         fn method(method: Method);
         /// An explicit lease per permit: see [`LockLayerBuilder::lease`].
         fn lease(lease: Duration);
-        /// How long a request waits for a permit before it is answered as full: see
-        /// [`LockLayerBuilder::wait`].
+        /// How long a request waits for a permit before it is answered as full (see
+        /// [`LockLayerBuilder::wait`]).
+        ///
+        /// # Default
+        /// `Duration::ZERO`: a request over the limit is answered at once, as tower's
+        /// concurrency and rate limiters answer; a wait only when chosen.
         fn wait(wait: Duration);
         /// What to do when Redis cannot be reached: see [`LockLayerBuilder::on_outage`].
         fn on_outage(policy: OutagePolicy);
@@ -150,9 +156,11 @@ impl SemaphoreLayerBuilder {
 
     /// Custom answers: see [`LockLayerBuilder::on_rejection`] (a full semaphore is
     /// [`RejectionKind::Full`](crate::RejectionKind::Full)).
-    pub fn on_rejection<F>(self, f: F) -> Self
+    pub fn on_rejection<F, B>(self, f: F) -> Self
     where
-        F: Fn(&Rejection) -> Response<String> + Send + Sync + 'static,
+        F: Fn(&Rejection) -> Response<B> + Send + Sync + 'static,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
     {
         Self {
             inner: self.inner.on_rejection(f),
@@ -180,6 +188,7 @@ impl SemaphoreLayerBuilder {
             return Err(BuildError::Permits);
         }
         let mut inner = self.inner;
+        inner.wait.get_or_insert(Duration::ZERO);
         inner.hold = Hold::Permit {
             permits: self.permits,
             full: self.full,

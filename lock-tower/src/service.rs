@@ -101,8 +101,11 @@ mod tests {
     use tower::{service_fn, ServiceBuilder, ServiceExt};
     use tower_layer::Layer;
 
+    use std::time::Duration;
+
     use super::*;
     use crate::config::Plan;
+    use crate::{DistributedSemaphoreLayer, LockLayerBuilder};
 
     /// A client whose Redis is never contacted: these requests are decided before any lock.
     fn offline_client() -> lock_core::LockClient {
@@ -262,17 +265,23 @@ mod tests {
     }
 
     /// Without routes a bare placeholder is never filled from the query string: with the
-    /// `axum` feature a request that no axum route matched is refused (generic 400, error
-    /// log); without it the layer cannot be built.
+    /// `axum` feature a request that no axum route matched passes through unlocked to the
+    /// router's 404 (one warning per layer); without it the layer cannot be built.
     #[tokio::test]
     async fn a_bare_placeholder_without_routes_never_reads_the_query() {
         let built = DistributedLockLayer::builder(offline_client())
             .key("item_<id:str>")
             .build();
         #[cfg(feature = "axum")]
-        match plan(&built.unwrap(), "/items/7/buy?id=8") {
-            Plan::Invalid(error) => assert!(error.is_misconfiguration(), "{error}"),
-            _ => panic!("a request outside axum's router must not be locked by its query"),
+        {
+            let layer = built.unwrap();
+            for _ in 0..2 {
+                assert!(
+                    matches!(plan(&layer, "/items/7/buy?id=8"), Plan::Skip),
+                    "a request outside axum's routes must not be locked by its query"
+                );
+            }
+            assert!((layer.config.warned_unmatched).load(std::sync::atomic::Ordering::Relaxed));
         }
         #[cfg(not(feature = "axum"))]
         assert!(
@@ -316,6 +325,42 @@ mod tests {
         );
     }
 
+    /// HTTP-sized waits: the lock layer waits at most 5 s (less when the client says so),
+    /// the semaphore layer answers at once, unless told otherwise.
+    #[tokio::test]
+    async fn default_waits_are_sized_for_requests() {
+        let wait = |layer: &DistributedLockLayer| layer.config.wait;
+        let layer = DistributedLockLayer::new(offline_client(), "k").unwrap();
+        assert_eq!(wait(&layer), LockLayerBuilder::DEFAULT_WAIT);
+        assert_eq!(LockLayerBuilder::DEFAULT_WAIT, Duration::from_secs(5));
+        let short = lock_core::LockClient::builder("redis://127.0.0.1:1")
+            .wait(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let layer = DistributedLockLayer::new(short.clone(), "k").unwrap();
+        assert_eq!(wait(&layer), Duration::from_millis(300));
+        let forever = lock_core::LockClient::builder("redis://127.0.0.1:1")
+            .wait_forever()
+            .build()
+            .unwrap();
+        let layer = DistributedLockLayer::new(forever, "k").unwrap();
+        assert_eq!(wait(&layer), LockLayerBuilder::DEFAULT_WAIT);
+        let chosen = DistributedLockLayer::builder(short)
+            .key("k")
+            .wait(Duration::from_secs(20))
+            .build()
+            .unwrap();
+        assert_eq!(wait(&chosen), Duration::from_secs(20));
+        let permits = DistributedSemaphoreLayer::new(offline_client(), "k", 2).unwrap();
+        assert_eq!(permits.inner.config.wait, Duration::ZERO);
+        let waiting = DistributedSemaphoreLayer::builder(offline_client(), 2)
+            .key("k")
+            .wait(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        assert_eq!(waiting.inner.config.wait, Duration::from_secs(1));
+    }
+
     #[tokio::test]
     async fn custom_rejections_replace_the_defaults() {
         let layer = DistributedLockLayer::builder(offline_client())
@@ -337,6 +382,41 @@ mod tests {
         assert_eq!(
             text(response.into_body()).await,
             r#"{"error":"key parameter `query.id` is missing"}"#
+        );
+    }
+
+    /// An application's own error type answers rejections: any body, not only `String`
+    /// (`expected Response<String>, found Response<Body>` before).
+    #[tokio::test]
+    async fn custom_rejections_may_be_any_into_response() {
+        use axum::response::{IntoResponse, Response as AxumResponse};
+
+        struct AppError(StatusCode, String);
+        impl From<&Rejection> for AppError {
+            fn from(r: &Rejection) -> Self {
+                AppError(StatusCode::UNPROCESSABLE_ENTITY, r.message().to_owned())
+            }
+        }
+        impl IntoResponse for AppError {
+            fn into_response(self) -> AxumResponse {
+                (self.0, axum::Json(vec![self.1])).into_response()
+            }
+        }
+        let layer = DistributedLockLayer::builder(offline_client())
+            .key("item_<query.id:str>")
+            .on_rejection(|r| AppError::from(r).into_response())
+            .build()
+            .unwrap();
+        let response = layer
+            .layer(service_fn(echo))
+            .oneshot(Request::get("/").body(()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(response.headers()["content-type"], "application/json");
+        assert_eq!(
+            text(response.into_body()).await,
+            r#"["key parameter `query.id` is missing"]"#
         );
     }
 }

@@ -13,6 +13,8 @@ type Series = (String, Vec<String>);
 
 #[derive(Default)]
 struct Recorded {
+    /// Each metric's description (`# HELP`), by name.
+    descriptions: HashMap<String, String>,
     counters: HashMap<Series, u64>,
     gauges: HashMap<Series, f64>,
     histograms: HashMap<Series, Vec<f64>>,
@@ -39,7 +41,10 @@ pub fn install() {
 fn recorded<T>(read: impl FnOnce(&Recorded) -> T) -> T {
     let (snapshotter, store) = recorder();
     let mut store = store.lock().unwrap();
-    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+    for (key, _, description, value) in snapshotter.snapshot().into_vec() {
+        if let Some(text) = description {
+            (store.descriptions).insert(key.key().name().to_owned(), text.into_owned());
+        }
         let mut labels: Vec<String> = key
             .key()
             .labels()
@@ -94,4 +99,9 @@ pub fn gauge(name: &str, labels: &[&str]) -> f64 {
 pub fn histogram(name: &str, labels: &[&str]) -> Vec<f64> {
     let key = series(name, labels);
     recorded(|r| r.histograms.get(&key).cloned().unwrap_or_default())
+}
+
+/// The description of the metric `name`, once it has a series.
+pub fn description(name: &str) -> Option<String> {
+    recorded(|r| r.descriptions.get(name).cloned())
 }

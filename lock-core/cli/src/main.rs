@@ -71,8 +71,10 @@ enum Command {
         #[arg(default_value = "")]
         name_prefix: String,
     },
-    /// Deletes a lock whoever holds it; the next waiter gets it, the old holder's guard
-    /// reports it lost at its next renewal.
+    /// Deletes a lock whoever holds it; the next waiter gets it, and the old holder's client
+    /// is told at once (its guard reports the lock lost; lock-tower aborts its request). A
+    /// holder that did not hear it (no distlock client, or its pub/sub down) works on until
+    /// its next renewal: the output says which.
     Release {
         /// Required: a forced release breaks mutual exclusion for the current holder.
         #[arg(long, required = true)]
@@ -166,7 +168,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
         Command::Release { force, name } => {
             debug_assert!(force, "clap requires --force");
             let before = client.inspect(name.as_str()).await.map_err(explain)?;
-            let released = client.force_release(name.as_str()).await;
+            let released = client.force_release_notified(name.as_str()).await;
             let released = released.map_err(explain)?;
             render::print(json, &render::released_json(&before, released), || {
                 render::released_text(&before, released)

@@ -82,12 +82,14 @@ pub(crate) fn list_json(locks: &[LockState]) -> Value {
     Value::Array(locks.iter().map(state_json).collect())
 }
 
-/// The outcome of `release --force` as JSON: whether a hold was deleted, and which.
-pub(crate) fn released_json(before: &LockState, released: bool) -> Value {
+/// The outcome of `release --force` as JSON: whether a hold was deleted, which, and how
+/// many former holders' clients heard it (`told`).
+pub(crate) fn released_json(before: &LockState, told: Option<usize>) -> Value {
     json!({
         "name": lossy(before.name().as_bytes()),
-        "released": released,
-        "was": released.then(|| state_json(before)),
+        "released": told.is_some(),
+        "was": told.map(|_| state_json(before)),
+        "told": told,
     })
 }
 
@@ -156,17 +158,26 @@ pub(crate) fn state_text(state: &LockState) -> String {
     out
 }
 
-/// `release --force`: what was released, or that nothing was.
-pub(crate) fn released_text(before: &LockState, released: bool) -> String {
-    if released {
-        format!(
-            "released `{}`, which was held by {}\n",
-            before.name(),
-            who(before)
-        )
+/// `release --force`: what was released and what happens to the former holder, or that
+/// nothing was released.
+pub(crate) fn released_text(before: &LockState, told: Option<usize>) -> String {
+    let Some(told) = told else {
+        return format!("`{}` was not held: nothing released\n", before.name());
+    };
+    let released = format!(
+        "released `{}`, which was held by {}\n",
+        before.name(),
+        who(before)
+    );
+    let holder = if told > 0 {
+        "the former holder's client was told: its guard reports the lock lost now (a \
+         lock-tower request is aborted with 503)"
     } else {
-        format!("`{}` was not held: nothing released\n", before.name())
-    }
+        "warning: the former holder's client did not hear it (not a distlock client, or its \
+         connection is down): it may work on until its next renewal (a third of its lease) \
+         or the end of its lease, beside the next holder"
+    };
+    format!("{released}{holder}\n")
 }
 
 /// The HOLDER cell of the table: `service@host (pid N)`. Shorter than `HolderInfo`'s

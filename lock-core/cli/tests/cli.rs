@@ -120,6 +120,8 @@ async fn release_force_frees_the_lock_and_the_old_guard_reports_lost() {
     let out = distlock_json(&redis, &["release", "--force", "stuck"]).await;
     assert_eq!(out["released"], true);
     assert_eq!(out["was"]["holder"]["service"], "billing");
+    // How many former holders' clients heard it (the guard below learns either way).
+    assert!(out["told"].is_u64(), "{out}");
     tokio::time::timeout(GENEROUS, guard.lost())
         .await
         .expect("the old guard reports the lock lost");

@@ -12,9 +12,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::client::builder::LockClientBuilder;
 use crate::client::config::Config;
+use crate::client::health::Health;
 use crate::election::handle::Election;
 use crate::error::{bounded, LockError};
 use crate::job::request::JobRequest;
+use crate::lock::holds::Holds;
 use crate::lock::request::LockRequest;
 use crate::lock::watchdog::{self, Watchdog};
 use crate::protocol::mode::LockMode;
@@ -53,6 +55,12 @@ pub(crate) struct ClientInner {
     pub(crate) replication: Option<Conn>,
     pub(crate) waiters: Waiters,
     pub(crate) watchdog: Watchdog,
+    /// Whether Redis answered lately (logged once per outage).
+    pub(crate) health: Health,
+    /// Every hold of the client (for revocations and the shutdown).
+    pub(crate) holds: Holds,
+    /// Stops the background tasks (at shutdown; the drop guard below when the client goes).
+    pub(crate) stop: CancellationToken,
     _stop: DropGuard,
 }
 
@@ -220,6 +228,7 @@ impl LockClient {
             pubsub,
             replication,
         } = connect(topology, tls, &options)?;
+        crate::metrics::describe();
         let stop = CancellationToken::new();
         let _guard = runtime.enter();
         let waiters = Waiters::start(pubsub, config.command_timeout, stop.child_token());
@@ -240,6 +249,9 @@ impl LockClient {
             replication,
             waiters,
             watchdog: Watchdog::default(),
+            health: Health::default(),
+            holds: Holds::default(),
+            stop: stop.clone(),
             _stop: stop.clone().drop_guard(),
             holder_meta: config.holder.encode(None),
             config,
@@ -353,7 +365,9 @@ impl ClientInner {
             // One server: one call, nothing to share with other nodes' calls.
             let mut conn = conn.clone();
             let timeout = self.node_timeout(lease);
-            return vec![bounded(name, timeout, call.invoke_async(&mut conn)).await];
+            let answers = vec![bounded(name, timeout, call.invoke_async(&mut conn)).await];
+            self.health.observe(&answers);
+            return answers;
         }
         let mut calls = self.eval_stream(name, lease, call);
         let mut answers = Vec::with_capacity(self.nodes.len());
@@ -363,6 +377,7 @@ impl ClientInner {
                 break;
             }
         }
+        self.health.observe(&answers);
         if !calls.is_empty() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move { while calls.next().await.is_some() {} });

@@ -3,8 +3,9 @@
 //!
 //! Where `impl LockClient` lives: [`handle`] holds the block for making a client and taking
 //! the exclusive lock, [`family`] the block for read-write locks, semaphores and
-//! multi-locks; the operator's tools (inspect, list, force release) are the one other block,
-//! in [`crate::ops`], so that this module does not depend on the operations built on it.
+//! multi-locks, [`health`] the readiness probe; the shutdown is in `lock::shutdown`, and the
+//! operator's tools (inspect, list, force release) in [`crate::ops`], so that this module
+//! does not depend on the operations built on it.
 //! `LockClientBuilder` and `ClientInner` have all their impls in their own file.
 
 pub(crate) mod builder;
@@ -12,3 +13,4 @@ pub(crate) mod config;
 pub(crate) mod default;
 pub(crate) mod family;
 pub(crate) mod handle;
+pub(crate) mod health;

@@ -55,6 +55,10 @@ impl Guarded for Lingering {
         self.guard().info()
     }
 
+    fn reachable(&self) -> bool {
+        self.guard().reachable()
+    }
+
     fn release(mut self) -> Self::Release {
         let guard = self.guard.take().expect("released once");
         Box::pin(release_at(guard, self.until))

@@ -57,6 +57,9 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let lease = request.lease.unwrap_or(inner.config.lease);
     let name = request.name;
     let mode = request.mode;
+    if inner.holds.is_closed() {
+        return Err(LockError::ShutDown { name });
+    }
     check_request_lease(&name, lease)?;
     check_mode(&inner, &name, mode, request.permits)?;
     let keys = inner.keys(&name, mode)?.with_capacity(request.permits);
@@ -96,6 +99,12 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
             };
             // The guard exists before the next `.await`: dropped from here on, it releases.
             let guard = LockGuard::new(Held::new(Arc::clone(&inner), acquired, scope));
+            if inner.holds.is_closed() {
+                // Granted while the client shut down: the hold was given back.
+                return Err(LockError::ShutDown {
+                    name: guard.name().clone(),
+                });
+            }
             match inner.config.min_replicas {
                 // Boxed: a rare path, kept out of every acquisition's future.
                 Some((replicas, timeout)) => Box::pin(replicated(guard, replicas, timeout)).await,
@@ -259,6 +268,9 @@ impl Attempter<'_> {
             };
             let retry_at = now + ttl.unwrap_or(NO_TTL_RETRY).min(refresh);
             let retry_at = deadline.map_or(retry_at, |d| retry_at.min(d));
+            // Only a timer set for the holder's lease wakes "by TTL": the periodic refresh
+            // and the end of the wait are no evidence of a missed release message.
+            let lease_timer = ttl.is_some_and(|ttl| now + ttl <= retry_at);
             let wake = tokio::select! {
                 wake = sub.next() => Some(wake),
                 () = tokio::time::sleep_until(retry_at) => None,
@@ -277,9 +289,15 @@ impl Attempter<'_> {
                 tracing::debug!(lock = %self.name, "ignored a superseded grant");
                 sub.rearm_grant();
             }
-            let by = if wake.is_some() { "message" } else { "ttl" };
-            metrics::woken(self.family, by);
-            woken = Some(by);
+            let by = match (wake, lease_timer) {
+                (Some(_), _) => Some("message"),
+                (None, true) => Some("ttl"),
+                (None, false) => None,
+            };
+            if let Some(by) = by {
+                metrics::woken(self.family, by);
+                woken = Some(by);
+            }
         }
         unreachable!("the attempt counter does not run out")
     }

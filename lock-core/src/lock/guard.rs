@@ -240,6 +240,10 @@ impl Guarded for LockGuard {
     fn release(self) -> Release {
         LockGuard::release(self)
     }
+
+    fn reachable(&self) -> bool {
+        self.held.client.health.is_reachable()
+    }
 }
 
 impl fmt::Debug for LockGuard {

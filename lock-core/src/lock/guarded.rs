@@ -6,8 +6,10 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use pin_project_lite::pin_project;
+use tokio::time::Sleep;
 
 use crate::error::LockError;
 use crate::lock::request::OnLost;
@@ -31,7 +33,15 @@ pub trait Guarded: Sized + sealed::Sealed {
     fn info(&self) -> LockInfo;
     #[doc(hidden)]
     fn release(self) -> Self::Release;
+    /// False when the client's last calls did not reach Redis: a release would likely wait
+    /// its whole command timeout.
+    #[doc(hidden)]
+    fn reachable(&self) -> bool;
 }
+
+/// The longest a [`GuardedRun`] waits for its hold's release before it resolves; the
+/// release goes on in the background.
+pub(crate) const RELEASE_WAIT: Duration = Duration::from_millis(500);
 
 pub(crate) mod sealed {
     /// Only lock-core's guards are [`Guarded`](super::Guarded).
@@ -47,7 +57,10 @@ pin_project! {
     /// resolves to [`LockError::Lost`]. When the work is done it releases the hold, then
     /// resolves to the work's output: a caller that sends its next request at once does not
     /// find its own lock. A failed release after the work completed is logged, not
-    /// returned: the work is done and its output is more useful to the caller.
+    /// returned: the work is done and its output is more useful to the caller. The release
+    /// is awaited 500 ms at most, and not at all while the client's last calls did not
+    /// reach Redis: a Redis that just died does not hold every caller for the command
+    /// timeout (the release finishes in the background, or the lease ends the hold).
     ///
     /// # Cancel safety
     /// Dropping it drops the work and the guard, which releases the hold in the background.
@@ -73,6 +86,8 @@ pin_project! {
         Releasing {
             #[pin]
             release: G::Release,
+            #[pin]
+            bound: Sleep,
             output: F::Output,
         },
         Done,
@@ -106,8 +121,16 @@ impl<G: Guarded, F: Future> Future for GuardedRun<G, F> {
                         else {
                             unreachable!()
                         };
-                        let release = guard.release();
-                        state.set(State::Releasing { release, output });
+                        if !guard.reachable() {
+                            // Dropped, the guard releases in the background.
+                            drop(guard);
+                            return Poll::Ready(Ok(output));
+                        }
+                        state.set(State::Releasing {
+                            release: guard.release(),
+                            bound: tokio::time::sleep(RELEASE_WAIT),
+                            output,
+                        });
                         continue;
                     }
                     let Some(lost) = lost.as_pin_mut() else {
@@ -119,9 +142,21 @@ impl<G: Guarded, F: Future> Future for GuardedRun<G, F> {
                     state.set(State::Done);
                     return Poll::Ready(Err(error));
                 }
-                StateProj::Releasing { release, .. } => {
-                    if let Err(error) = ready!(release.poll(cx)) {
-                        tracing::warn!(%error, "release after the guarded work failed");
+                StateProj::Releasing { release, bound, .. } => {
+                    match release.poll(cx) {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(error)) => tracing::warn!(
+                            lock = error.name().map(tracing::field::display),
+                            %error,
+                            "release after the guarded work failed"
+                        ),
+                        Poll::Pending => {
+                            ready!(bound.poll(cx));
+                            tracing::debug!(
+                                bound = ?RELEASE_WAIT,
+                                "the release goes on in the background; the work's output goes out"
+                            );
+                        }
                     }
                     let StateOwn::Releasing { output, .. } =
                         state.as_mut().project_replace(State::Done)

@@ -11,6 +11,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use crate::client::handle::ClientInner;
 use crate::error::LockError;
 use crate::lock::quorum::Renewal;
+use crate::lock::revoke;
 use crate::lock::scope::Scope;
 use crate::lock::time::{drift, later};
 use crate::metrics::{self, Family};
@@ -30,6 +31,8 @@ pub(crate) struct Held {
     pub(crate) lease: Duration,
     pub(crate) watchdog: bool,
     pub(crate) acquired_at: Instant,
+    /// When the grant reached this client (after any wait): hold times count from here.
+    granted_at: Instant,
     /// The metrics label (see [`LockRequest::family`](crate::LockRequest::family)).
     pub(crate) family: Family,
     /// Set once the end of the hold was recorded in the metrics.
@@ -71,6 +74,7 @@ impl Held {
             lease: acquired.lease,
             watchdog: acquired.watchdog,
             acquired_at: acquired.sent_at,
+            granted_at: Instant::now(),
             family: acquired.family,
             ended_recorded: AtomicBool::new(false),
             scope,
@@ -83,6 +87,13 @@ impl Held {
         metrics::hold_started(&held.family);
         if held.watchdog {
             held.client.watchdog.register(&held);
+        }
+        if held.client.holds.insert(&held) {
+            revoke::listen(&held.client);
+        } else {
+            // Granted while the client shut down: given back at once.
+            held.mark_lost("the lock client shut down");
+            Arc::clone(&held).release_detached();
         }
         if let Some(scope) = &held.scope {
             scope.insert(&held);
@@ -186,7 +197,7 @@ impl Held {
     /// Records the end of the hold in the metrics, once (release, loss or drop).
     fn record_end(&self) {
         if !self.ended_recorded.swap(true, Ordering::AcqRel) {
-            metrics::hold_ended(&self.family, self.acquired_at.elapsed());
+            metrics::hold_ended(&self.family, self.granted_at.elapsed());
         }
     }
 
@@ -205,6 +216,7 @@ impl Held {
             return false;
         }
         self.client.watchdog.unregister(self);
+        self.client.holds.remove(self);
         self.ended.cancel();
         self.record_end();
         true
@@ -231,7 +243,7 @@ impl Held {
         let answers = (self.client)
             .eval_until(&self.name, self.lease, call, released)
             .await;
-        let held_for = self.acquired_at.elapsed();
+        let held_for = self.granted_at.elapsed();
         tracing::debug!(lock = %self.name, owner = %self.owner, ?held_for, "released");
         if released(&answers) {
             return Ok(());
@@ -284,5 +296,6 @@ impl Drop for Held {
     fn drop(&mut self) {
         // A hold whose guard was dropped outside a runtime ends here.
         self.record_end();
+        self.client.holds.remove(self);
     }
 }

@@ -185,6 +185,9 @@ impl MultiLockRequest {
                 reason: "lock_all needs at least one name".to_owned(),
             });
         };
+        if self.client.is_shut_down() {
+            return Err(LockError::ShutDown { name: first });
+        }
         let (order, keys) = self.global_order()?;
         let first_given = order.iter().position(|n| *n == first).unwrap_or(0);
         let deadline = self.wait.map(|wait| Instant::now() + wait);
@@ -344,7 +347,8 @@ async fn release_reversed(guards: Vec<LockGuard>) -> Option<LockError> {
     let mut first_error = None;
     for result in futures_util::future::join_all(releases).await {
         if let Err(error) = result {
-            tracing::warn!(%error, "releasing a multi-lock's name failed");
+            tracing::warn!(lock = error.name().map(tracing::field::display), %error,
+                "releasing a multi-lock's name failed");
             first_error.get_or_insert(error);
         }
     }
@@ -456,6 +460,10 @@ impl Guarded for MultiLockGuard {
 
     fn release(self) -> Self::Release {
         Box::pin(MultiLockGuard::release(self))
+    }
+
+    fn reachable(&self) -> bool {
+        self.guards.iter().all(Guarded::reachable)
     }
 }
 

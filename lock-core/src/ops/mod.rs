@@ -11,6 +11,7 @@ use futures_util::stream::{self, StreamExt};
 
 use crate::client::handle::LockClient;
 use crate::error::LockError;
+use crate::lock::revoke;
 use crate::ops::inspect::LockState;
 use crate::ops::list::glob_escape;
 use crate::protocol::mode::LockMode;
@@ -86,11 +87,16 @@ impl LockClient {
 
     /// Deletes the lock `name` whoever holds it, for operators: its holder record goes too,
     /// the next queued waiter gets the lock (or every waiter is woken), and the former
-    /// holder's guard reports the lock lost at its next renewal. A read-write lock loses
-    /// all its readers or its writer, a semaphore all its permits. Mutual exclusion is broken
-    /// for the former holder's remaining work: use it on stuck holders only.
+    /// holder's client is told at once (a message on its own revocation channel), so that
+    /// its guard reports the lock lost within milliseconds (lock-tower then aborts the
+    /// request). A holder that misses the message (its pub/sub connection down, or a
+    /// Redisson client) learns at its next renewal. A read-write lock loses all its readers
+    /// or its writer, a semaphore all its permits. Until the former holder's work stops,
+    /// mutual exclusion is broken: use it on stuck holders only.
     ///
-    /// Answers `false` when the lock was not held.
+    /// Answers `false` when the lock was not held;
+    /// [`force_release_notified`](Self::force_release_notified) also says whether the
+    /// holders heard.
     ///
     /// # Errors
     /// [`LockError::InvalidName`], and the Redis errors.
@@ -99,10 +105,32 @@ impl LockClient {
     /// Dropped after the call was sent, the lock may or may not have been released:
     /// [`inspect`](Self::inspect) tells.
     pub async fn force_release(&self, name: impl Into<LockName>) -> Result<bool, LockError> {
+        Ok(self.force_release_notified(name).await?.is_some())
+    }
+
+    /// [`force_release`](Self::force_release), answering `None` when the lock was not held,
+    /// else how many former holders' clients received the revocation (0: they learn at
+    /// their next renewal, or are no distlock clients).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], and the Redis errors.
+    ///
+    /// # Cancel safety
+    /// As [`force_release`](Self::force_release).
+    pub async fn force_release_notified(
+        &self,
+        name: impl Into<LockName>,
+    ) -> Result<Option<usize>, LockError> {
         let name = name.into();
-        // A read-write lock or a semaphore has scripts of its own (one Redis: no Redlock).
+        // The holders to tell, and the mode: a read-write lock or a semaphore has scripts of
+        // its own (one Redis: no Redlock). A holder that changes between this read and the
+        // delete is not told, and learns at its next renewal.
+        let state = self.inspect(&name).await?;
+        let owners: Vec<String> = (state.holders().iter())
+            .map(|h| h.owner().to_owned())
+            .collect();
         let mode = match self.inner.nodes.len() {
-            1 => self.inspect(&name).await?.mode(),
+            1 => state.mode(),
             _ => None,
         };
         let mode = match mode {
@@ -129,9 +157,11 @@ impl LockClient {
         if let (false, Some(error)) = (released, first_error) {
             return Err(error);
         }
-        if released {
-            tracing::warn!(lock = %name, "force-released by an operator");
+        if !released {
+            return Ok(None);
         }
-        Ok(released)
+        let told = revoke::notify(&self.inner, &name, keys.lock(), &owners).await;
+        tracing::warn!(lock = %name, holders = owners.len(), told, "force-released by an operator");
+        Ok(Some(told))
     }
 }

@@ -271,7 +271,8 @@ pub(crate) enum Publish {
 }
 
 impl Publish {
-    fn command(self) -> &'static str {
+    /// The command that publishes on this topology's channels.
+    pub(crate) fn command(self) -> &'static str {
         match self {
             Self::Plain => "publish",
             #[cfg(feature = "cluster")]

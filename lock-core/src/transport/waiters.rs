@@ -158,6 +158,12 @@ impl Waiters {
         })
     }
 
+    /// Listens on the client's revocation channel from now on (see
+    /// [`crate::lock::revoke`]); its messages go to the receiver, not to waiters.
+    pub(crate) fn listen_revocations(&self, channel: Vec<u8>) -> mpsc::UnboundedReceiver<Vec<u8>> {
+        self.shared.listen_revocations(channel)
+    }
+
     /// Channels with at least one waiter (for tests and inspection).
     pub(crate) fn channel_count(&self) -> usize {
         self.shared.channels().len()

@@ -50,7 +50,7 @@ impl Answer {
     /// The response, for a gRPC request when `grpc`.
     pub(crate) fn into_response(self, grpc: bool) -> Response<Buffered> {
         let mut response = if grpc {
-            grpc_status(self.grpc, &self.message).map(|_| Buffered::default())
+            grpc_status(i32::from(self.grpc), &self.message).map(|_| Buffered::default())
         } else {
             let mut response = Response::new(Buffered {
                 data: Bytes::from(format!("{}\n", self.message)),

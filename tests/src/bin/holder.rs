@@ -23,6 +23,10 @@
 //! holder family <lock url> <detector url> <name> <lease ms> <rw|sem:N> <tasks> <count>
 //!     Read-write locks (1 in 5 writes) or permits of N in a loop, checked by a detector on
 //!     the second Redis (see holder/family.rs); prints `DONE entries=… violations=… …`.
+//! holder graceful <lock url> - <name> <lease ms>
+//!     Takes the lock and a permit of `<name>_sem` (watchdog-renewed), prints `HELD`, and on
+//!     SIGTERM shuts its client down as a service would (`LockClient::shutdown`), prints
+//!     `SHUTDOWN released=<n> then=<error of a later lock>` and exits.
 //! ```
 
 #[path = "holder/family.rs"]
@@ -45,7 +49,8 @@ fn usage() -> ! {
         "usage: holder hold <lock url> <store url> <name> <lease ms>\n       \
          holder soak <lock url> <store url> <name> <lease ms> <tasks> <secs> <seed>\n       \
          holder many <lock url> - <name prefix> <lease ms> <count> [read|write|sem:N]\n       \
-         holder family <lock url> <detector url> <name> <lease ms> <rw|sem:N> <tasks> <count>"
+         holder family <lock url> <detector url> <name> <lease ms> <rw|sem:N> <tasks> <count>\n       \
+         holder graceful <lock url> - <name> <lease ms>"
     );
     std::process::exit(2)
 }
@@ -67,6 +72,7 @@ async fn main() {
             "hold" => hold(lock_url, store_url, name, lease).await,
             "many" => many(lock_url, name, lease, number(args.get(5)), args.get(6)).await,
             "family" => family::run(&args, lease).await,
+            "graceful" => graceful(lock_url, name, lease).await,
             "soak" => {
                 let tasks = number(args.get(5));
                 let secs = Duration::from_secs(number(args.get(6)));
@@ -152,6 +158,27 @@ async fn many(lock_url: &str, prefix: &str, lease: Duration, count: u64, mode: O
     let mut stdin = stdin_lines();
     while stdin.recv().await.is_some() {}
     drop(guards);
+}
+
+async fn graceful(lock_url: &str, name: &str, lease: Duration) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let locks = client(lock_url, lease);
+    let guard = locks.lock(name).await.expect("lock");
+    let permit = locks
+        .semaphore(format!("{name}_sem"), 2)
+        .await
+        .expect("permit");
+    println!("HELD");
+    terminate.recv().await;
+    let released = locks.shutdown().await.expect("shutdown releases");
+    let then = match locks.lock(name).await {
+        Err(e) if e.is_shut_down() => "shut_down",
+        Err(_) => "other_error",
+        Ok(_) => "acquired",
+    };
+    println!("SHUTDOWN released={released} then={then}");
+    drop((guard, permit));
 }
 
 async fn hold(lock_url: &str, store_url: &str, name: &str, lease: Duration) {

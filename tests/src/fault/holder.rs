@@ -147,6 +147,11 @@ impl HolderProcess {
         }
     }
 
+    /// Asks the child to stop (SIGTERM), as a service manager does.
+    pub fn terminate(&self) {
+        kill(self.nix_pid(), Signal::SIGTERM).expect("SIGTERM");
+    }
+
     /// Lets a frozen child run again (SIGCONT).
     pub fn cont(&self) {
         kill(self.nix_pid(), Signal::SIGCONT).expect("SIGCONT");

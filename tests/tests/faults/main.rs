@@ -11,4 +11,5 @@ mod fault_holder_pause;
 mod fault_lost_reply;
 mod fault_redis;
 mod fault_redlock;
+mod fault_shutdown;
 mod fault_soak;

@@ -47,6 +47,8 @@ async fn a_busy_lock_answers_409_and_aborted_without_its_holder() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::CONFLICT);
+    // The wait was 0 s: one more attempt is worth it after the shortest hint, 1 s.
+    assert_eq!(response.headers()["retry-after"], "1");
     let body = axum::body::to_bytes(response.into_body(), 1024)
         .await
         .unwrap();

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use distlock_tests::locks::{builder, client, lock_key, wait_until, GENEROUS};
-use distlock_tests::metrics::{counter, gauge, histogram, install};
+use distlock_tests::metrics::{counter, description, gauge, histogram, install};
 use distlock_tests::RedisServer;
 use redis::aio::MultiplexedConnection;
 
@@ -242,4 +242,101 @@ async fn the_layer_labels_by_template_and_records_the_request_id() {
     let acquired = ["outcome=acquired", "family=layer_<id:u64>"];
     assert_eq!(counter("distlock_acquisitions_total", &acquired), 1);
     assert_eq!(gauge("distlock_held", &["family=layer_<id:u64>"]), 0.0);
+}
+
+/// A queued waiter's hold counts from its grant, not from the attempt before its wait: six
+/// serialised 0.3 s holds once summed to 4.3 s.
+#[tokio::test]
+async fn hold_time_counts_from_the_grant_not_from_the_wait() {
+    install();
+    let server = RedisServer::start();
+    let (a, b) = (client(&server.url()), client(&server.url()));
+    let first = a.lock("queued").family("hold_first").await.unwrap();
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move {
+            let guard = b.lock("queued").family("hold_queued").await.unwrap();
+            guard.release().await.unwrap();
+        }
+    });
+    wait_until("b waits on the channel", GENEROUS, || async {
+        b.waited_channels() == 1
+    })
+    .await;
+    // Not for ordering: a wait long enough that counting it would show.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_at = Instant::now();
+    first.release().await.unwrap();
+    waiter.await.unwrap();
+    let holds = histogram("distlock_hold_seconds", &["family=hold_queued"]);
+    let bound = released_at.elapsed().as_secs_f64();
+    assert!(
+        holds.len() == 1 && holds[0] <= bound,
+        "{holds:?}: the hold began after {bound} s ago at the earliest"
+    );
+    let waits = histogram(
+        "distlock_wait_seconds",
+        &["family=hold_queued", "outcome=acquired"],
+    );
+    assert!(waits.len() == 1 && waits[0] >= 0.3, "{waits:?}");
+}
+
+/// A wait that times out while the holder's lease is long is no TTL wake-up: the counter
+/// must reveal holders that vanished or messages that were missed, not impatient callers.
+#[tokio::test]
+async fn a_wait_timeout_is_no_ttl_wakeup() {
+    install();
+    let server = RedisServer::start();
+    let (a, b) = (client(&server.url()), client(&server.url()));
+    let guard = a
+        .lock("impatient")
+        .family("impatient_holder")
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let err = b
+            .lock("impatient")
+            .family("impatient")
+            .wait(Duration::from_millis(150))
+            .await
+            .unwrap_err();
+        assert!(err.is_wait_timeout(), "{err}");
+    }
+    assert_eq!(
+        counter("distlock_wakeups_total", &["by=ttl", "family=impatient"]),
+        0
+    );
+    guard.release().await.unwrap();
+}
+
+/// Every series has a description (`# HELP` in Prometheus), given when a client is built.
+#[tokio::test]
+async fn every_series_is_described() {
+    install();
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let busy = client(&server.url());
+    let guard = locks.lock("described").family("described").await.unwrap();
+    assert!(busy
+        .lock("described")
+        .family("described")
+        .wait(Duration::ZERO)
+        .await
+        .is_err());
+    guard.extend(Duration::from_secs(5)).await.unwrap();
+    guard.release().await.unwrap();
+    for name in [
+        "distlock_acquisitions_total",
+        "distlock_contended_total",
+        "distlock_wait_seconds",
+        "distlock_hold_seconds",
+        "distlock_held",
+        "distlock_renewals_total",
+    ] {
+        let text = description(name);
+        assert!(
+            text.as_deref().is_some_and(|t| !t.is_empty()),
+            "{name}: {text:?}"
+        );
+    }
 }

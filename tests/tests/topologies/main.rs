@@ -4,5 +4,6 @@
 //! concern.
 
 mod cluster;
+mod edge;
 mod redlock;
 mod sentinel;

@@ -3,6 +3,7 @@
 //! One test target per area, so the heavy dependencies link a few times; each module is one
 //! concern.
 
+mod edge;
 mod spellings;
 mod tower_axum;
 mod tower_idempotency;

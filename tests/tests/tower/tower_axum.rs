@@ -36,7 +36,7 @@ pub(crate) async fn serve(app: Router) -> SocketAddr {
 #[derive(Debug)]
 pub(crate) struct Reply {
     pub(crate) status: u16,
-    headers: HashMap<String, String>,
+    pub(crate) headers: HashMap<String, String>,
     pub(crate) body: String,
 }
 
@@ -359,6 +359,8 @@ async fn redis_down_answers_503_or_fails_open() {
     let reply = send(addr, "POST", "/items/7/buy").await;
     assert_eq!(reply.status, 503, "{reply:?}");
     assert!(reply.body.contains("unavailable") || reply.body.contains("did not answer"));
+    // When to come back: lock-core's outage hint, as `LockError`'s own answer gives.
+    assert_eq!(reply.headers["retry-after"], "5", "{reply:?}");
     let reply = send(addr, "POST", "/open/items/7/buy").await;
     assert_eq!((reply.status, reply.body.as_str()), (200, "locked: false"));
 }

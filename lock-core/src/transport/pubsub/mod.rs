@@ -88,6 +88,9 @@ pub(crate) enum Command {
     Barrier(oneshot::Sender<bool>),
 }
 
+/// The client's revocation channel and where its messages go.
+type Revocations = (Vec<u8>, mpsc::UnboundedSender<Vec<u8>>);
+
 /// The waiters' registry, shared by the waiters and the pub/sub task: channels with their
 /// wake-up signals, and the owners waiting for a grant.
 #[derive(Debug)]
@@ -95,6 +98,9 @@ pub(crate) struct Shared {
     channels: Mutex<HashMap<Vec<u8>, Channel>>,
     /// Waiting owners, to route grants to.
     grants: Mutex<HashMap<String, oneshot::Sender<u64>>>,
+    /// The client's revocation channel, once it holds a lock, and where its messages go
+    /// (see [`crate::lock::revoke`]).
+    revocations: Mutex<Option<Revocations>>,
     commands: mpsc::UnboundedSender<Command>,
 }
 
@@ -103,6 +109,7 @@ impl Shared {
         Self {
             channels: Mutex::default(),
             grants: Mutex::default(),
+            revocations: Mutex::default(),
             commands,
         }
     }
@@ -115,8 +122,30 @@ impl Shared {
         self.grants.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Routes one message: a grant to its owner, anything else to the channel's waiters.
+    fn revocations(&self) -> MutexGuard<'_, Option<Revocations>> {
+        self.revocations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Subscribes `channel` for good (replayed after reconnects) and hands its messages to
+    /// the receiver.
+    pub(crate) fn listen_revocations(&self, channel: Vec<u8>) -> mpsc::UnboundedReceiver<Vec<u8>> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        *self.revocations() = Some((channel.clone(), sender));
+        self.request(Command::Subscribe(channel));
+        receiver
+    }
+
+    /// Routes one message: a revocation to its listener, a grant to its owner, anything else
+    /// to the channel's waiters.
     pub(crate) fn deliver(&self, channel: &[u8], payload: &[u8]) {
+        if let Some((revocations, sender)) = self.revocations().as_ref() {
+            if revocations == channel {
+                let _ = sender.send(payload.to_vec());
+                return;
+            }
+        }
         match Message::parse(payload) {
             Message::Release => self.wake(channel),
             Message::Grant { owner, token } => {
@@ -130,10 +159,11 @@ impl Shared {
         }
     }
 
-    /// True while `channel` has a waiter.
+    /// True while `channel` has a waiter, or is the revocation channel.
     #[cfg(feature = "cluster")]
     pub(crate) fn has_channel(&self, channel: &[u8]) -> bool {
         self.channels().contains_key(channel)
+            || (self.revocations().as_ref()).is_some_and(|(c, _)| c == channel)
     }
 
     /// Queues a command for the connection task, as a waiter would.
@@ -141,9 +171,12 @@ impl Shared {
         let _ = self.commands.send(command);
     }
 
-    /// The channels with a waiter, to subscribe again after a reconnect.
+    /// The channels with a waiter and the revocation channel, to subscribe again after a
+    /// reconnect.
     pub(crate) fn channel_names(&self) -> Vec<Vec<u8>> {
-        self.channels().keys().cloned().collect()
+        let mut names: Vec<_> = self.channels().keys().cloned().collect();
+        names.extend(self.revocations().as_ref().map(|(c, _)| c.clone()));
+        names
     }
 
     pub(crate) fn wake(&self, channel: &[u8]) {

@@ -1,0 +1,61 @@
+//! A graceful end for a client: every hold released now, not after its lease.
+
+use futures_util::future::join_all;
+
+use crate::client::handle::LockClient;
+use crate::error::LockError;
+
+impl LockClient {
+    /// Releases every lock this client (and its clones) holds, stops its watchdog and its
+    /// pub/sub connection, and refuses every later acquisition with
+    /// [`LockError::ShutDown`]: for a service that is stopping, so that its locks are free
+    /// at once rather than after their leases. Call it once the server stopped serving
+    /// (after axum's `with_graceful_shutdown` or tonic's `serve_with_shutdown` returned),
+    /// so that no request still runs under a lock.
+    ///
+    /// Guards still alive report their lock lost (`lost()` fires) and release nothing more;
+    /// an acquisition still waiting ends with [`LockError::ShutDown`] once it is granted (or
+    /// with its wait). Answers how many holds were released.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: lock_core::LockClient, server: impl std::future::Future<Output = ()>) {
+    /// // e.g. `axum::serve(listener, app).with_graceful_shutdown(signal)`
+    /// server.await;
+    /// if let Err(error) = client.shutdown().await {
+    ///     eprintln!("some locks end with their lease: {error}");
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// The first release that could not reach Redis (that lock ends with its lease); the
+    /// others are released all the same.
+    ///
+    /// # Cancel safety
+    /// The client is shut down at the first poll; releases not sent yet when the future is
+    /// dropped end with their leases.
+    pub async fn shutdown(&self) -> Result<usize, LockError> {
+        let holds = self.inner.holds.close();
+        let releases = holds.into_iter().map(|held| held.release_in_redis());
+        let mut released = 0;
+        let mut first_error = None;
+        for outcome in join_all(releases).await {
+            match outcome {
+                Ok(()) => released += 1,
+                Err(error) if error.is_unavailable() => {
+                    first_error.get_or_insert(error);
+                }
+                // Not held any more: nothing to give back.
+                Err(_) => {}
+            }
+        }
+        self.inner.stop.cancel();
+        tracing::info!(released, "lock client shut down");
+        first_error.map_or(Ok(released), Err)
+    }
+
+    /// True once [`shutdown`](Self::shutdown) was called on this client or a clone.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.holds.is_closed()
+    }
+}
