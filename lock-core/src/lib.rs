@@ -123,7 +123,7 @@ pub use lock::scope::{
 };
 pub use ops::inspect::{Holding, LockState};
 pub use protocol::holder::HolderInfo;
-pub use protocol::mode::LockMode;
+pub use protocol::kind::mode::LockMode;
 pub use protocol::name::LockName;
 pub use protocol::template::{encode_value, KeyTemplate, TemplateError};
 

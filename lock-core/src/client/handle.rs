@@ -15,7 +15,7 @@ use crate::client::config::Config;
 use crate::error::{bounded, LockError};
 use crate::lock::request::LockRequest;
 use crate::lock::watchdog::{self, Watchdog};
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::{Kind, EXCLUSIVE};
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::scripts::Call;
 use crate::transport::backend::Conn;
@@ -164,7 +164,7 @@ impl LockClient {
     /// Starts a request for the lock `name`; `.await` it to acquire (waiting up to the
     /// client's default wait), or set `.lease(…)`, `.wait(…)` first.
     pub fn lock(&self, name: impl Into<LockName>) -> LockRequest {
-        LockRequest::new(self.clone(), name.into(), LockMode::Exclusive)
+        LockRequest::new(self.clone(), name.into(), &EXCLUSIVE)
     }
 
     /// Runs `fut` under the lock `name` and releases it afterwards, whatever happens
@@ -276,7 +276,7 @@ impl ClientInner {
     ///
     /// # Errors
     /// [`LockError::InvalidName`] for an empty name or one above the client's limit.
-    pub(crate) fn keys(&self, name: &LockName, mode: LockMode) -> Result<LockKeys, LockError> {
+    pub(crate) fn keys(&self, name: &LockName, kind: &'static Kind) -> Result<LockKeys, LockError> {
         if let Some(reason) = name.invalid_reason(self.config.max_name_len) {
             return Err(LockError::InvalidName {
                 name: name.clone(),
@@ -284,7 +284,7 @@ impl ClientInner {
             });
         }
         let fenced = self.nodes.len() > 1;
-        Ok(LockKeys::new(&self.config.key_prefix, name, mode, fenced))
+        Ok(LockKeys::new(&self.config.key_prefix, name, kind, fenced))
     }
 
     /// The connection for calls that go to one place (the server, the Cluster, or the first

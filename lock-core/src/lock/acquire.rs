@@ -21,7 +21,7 @@ use crate::lock::scope::{next_owner_number, Scope};
 use crate::lock::time::{drift, later};
 use crate::metrics::{self, Family};
 use crate::protocol::holder::HolderInfo;
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::Kind;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::AcquireReply;
 use crate::protocol::scripts;
@@ -56,20 +56,20 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let watchdog = request.lease.is_none();
     let lease = request.lease.unwrap_or(inner.config.lease);
     let name = request.name;
-    let mode = request.mode;
+    let kind = request.kind;
     check_request_lease(&name, lease)?;
-    check_mode(&inner, &name, mode, request.permits)?;
-    let keys = inner.keys(&name, mode)?.with_capacity(request.permits);
+    check_kind(&inner, &name, kind, request.permits)?;
+    let keys = inner.keys(&name, kind)?.with_capacity(request.permits);
     let scope = Scope::current();
     if let Some(held) = scope
         .as_ref()
         .and_then(|s| s.reenter(&inner.id, keys.lock()))
     {
-        return reentered(held, mode);
+        return reentered(held, kind);
     }
     let family = request.family;
     let attempter = Attempter {
-        owner: owner_id(&inner.id, next_owner_number(), mode),
+        owner: owner_id(&inner.id, next_owner_number(), kind),
         inner: &inner,
         name: &name,
         keys: &keys,
@@ -115,55 +115,38 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
 
 /// The Redis owner id `<client id>:<number>` (Redisson's `<id>:<thread>`), with Redisson's
 /// `:write` suffix for a writer, in one allocation of its final size.
-pub(crate) fn owner_id(client: &str, number: u64, mode: LockMode) -> String {
-    let suffix = if mode == LockMode::Write {
-        ":write"
-    } else {
-        ""
-    };
+pub(crate) fn owner_id(client: &str, number: u64, kind: &Kind) -> String {
+    let suffix = kind.owner_suffix;
     let mut owner = String::with_capacity(client.len() + 1 + 20 + suffix.len());
     write!(owner, "{client}:{number}{suffix}").expect("writing to a String cannot fail");
     owner
 }
 
-/// Refuses what a mode cannot do: a semaphore without permits, and the shared modes under
+/// Refuses what a kind cannot do: a semaphore without permits, and the shared kinds under
 /// Redlock (a reader set or a permit count cannot be voted on node by node).
-fn check_mode(
+fn check_kind(
     inner: &ClientInner,
     name: &LockName,
-    mode: LockMode,
+    kind: &Kind,
     permits: u32,
 ) -> Result<(), LockError> {
-    let reason = if mode == LockMode::Permit && permits == 0 {
-        "a semaphore needs at least 1 permit".to_owned()
-    } else if mode != LockMode::Exclusive && inner.nodes.len() > 1 {
-        format!(
-            "{mode} holds need one Redis (a server, Sentinel or a Cluster); \
-             Redlock supports exclusive locks and lock_all only"
-        )
-    } else {
-        return Ok(());
-    };
-    Err(LockError::InvalidRequest {
-        name: name.clone(),
-        reason,
-    })
+    match kind.unsupported(permits, inner.nodes.len()) {
+        None => Ok(()),
+        Some(reason) => Err(LockError::InvalidRequest {
+            name: name.clone(),
+            reason,
+        }),
+    }
 }
 
-fn reentered(held: Arc<Held>, wanted: LockMode) -> Result<LockGuard, LockError> {
-    let held_mode = held.keys.mode();
+fn reentered(held: Arc<Held>, wanted: &Kind) -> Result<LockGuard, LockError> {
+    let held_kind = held.keys.kind();
     let guard = LockGuard::new(held);
-    if !held_mode.covers(wanted) {
-        let reason = match (held_mode, wanted) {
-            (LockMode::Read, LockMode::Write) => "this scope holds the read lock: \
-                upgrading to the write lock would wait for itself; take the write lock first"
-                .to_owned(),
-            _ => format!("this scope holds the name as a {held_mode} hold, not {wanted}"),
-        };
+    if !held_kind.covers(wanted) {
         // Dropping the guard gives the hold back.
         return Err(LockError::InvalidRequest {
             name: guard.name().clone(),
-            reason,
+            reason: held_kind.refusal(wanted),
         });
     }
     if !guard.is_held() {

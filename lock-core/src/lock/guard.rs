@@ -17,7 +17,7 @@ use crate::lock::guarded::Guarded;
 use crate::lock::held::{finish_in_background, Held};
 use crate::lock::quorum::{renewal, Renewal};
 use crate::lock::scope::LockInfo;
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::RenewReply;
 use crate::protocol::scripts;
@@ -57,7 +57,7 @@ impl LockGuard {
     /// semaphore's permit. A read guard re-entered from the scope's write lock answers
     /// [`LockMode::Write`]: it is that hold.
     pub fn mode(&self) -> LockMode {
-        self.held.keys.mode()
+        self.held.keys.kind().mode
     }
 
     /// The fencing token of this hold: strictly greater than every token issued before for

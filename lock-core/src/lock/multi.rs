@@ -29,7 +29,7 @@ use crate::lock::pending::Pending;
 use crate::lock::request::{LockRequest, OnLost};
 use crate::lock::scope::{next_owner_number, scope, LockInfo, Scope};
 use crate::metrics::{self, Family, DEFAULT_FAMILY};
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::EXCLUSIVE;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::MultiAcquireReply;
 use crate::protocol::scripts;
@@ -250,7 +250,7 @@ impl MultiLockRequest {
         let inner = &self.client.inner;
         let mut keyed = Vec::with_capacity(self.names.len());
         for name in &self.names {
-            keyed.push((inner.keys(name, LockMode::Exclusive)?, name.clone()));
+            keyed.push((inner.keys(name, &EXCLUSIVE)?, name.clone()));
         }
         keyed.sort_by(|a, b| a.0.lock().cmp(b.0.lock()));
         keyed.dedup_by(|a, b| a.0.lock() == b.0.lock());
@@ -299,7 +299,7 @@ async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGuard>>, Lock
     let Some(r) = request else {
         return Ok(None);
     };
-    let owner = owner_id(&r.inner.id, next_owner_number(), LockMode::Exclusive);
+    let owner = owner_id(&r.inner.id, next_owner_number(), &EXCLUSIVE);
     let started = Instant::now();
     let pending: Vec<Pending<'_>> = r
         .keys

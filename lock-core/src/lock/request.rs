@@ -15,7 +15,7 @@ use crate::lock::guard::LockGuard;
 use crate::lock::guarded::run_under;
 use crate::lock::scope::scope;
 use crate::metrics::{Family, DEFAULT_FAMILY};
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::Kind;
 use crate::protocol::name::LockName;
 
 /// What [`LockRequest::run`] does with the guarded work when the lock is lost.
@@ -43,8 +43,8 @@ pub struct LockRequest {
     pub(crate) wait: Option<Duration>,
     pub(crate) family: Family,
     pub(crate) request_id: Option<String>,
-    pub(crate) mode: LockMode,
-    /// A semaphore's capacity as this caller sees it (1 for the other modes).
+    pub(crate) kind: &'static Kind,
+    /// A semaphore's capacity as this caller sees it (1 for the other kinds).
     pub(crate) permits: u32,
     on_lost: OnLost,
 }
@@ -53,7 +53,7 @@ impl fmt::Debug for LockRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockRequest")
             .field("name", &self.name)
-            .field("mode", &self.mode)
+            .field("mode", &self.kind.mode)
             .field("lease", &self.lease)
             .field("wait", &self.wait)
             .field("on_lost", &self.on_lost)
@@ -64,7 +64,7 @@ impl fmt::Debug for LockRequest {
 }
 
 impl LockRequest {
-    pub(crate) fn new(client: LockClient, name: LockName, mode: LockMode) -> Self {
+    pub(crate) fn new(client: LockClient, name: LockName, kind: &'static Kind) -> Self {
         let wait = client.inner.config.wait;
         Self {
             client,
@@ -73,7 +73,7 @@ impl LockRequest {
             wait,
             family: Cow::Borrowed(DEFAULT_FAMILY),
             request_id: None,
-            mode,
+            kind,
             permits: 1,
             on_lost: OnLost::Abort,
         }

@@ -1,5 +1,6 @@
 //! The on-Redis protocol, in one place: lock names and the keys derived from them
-//! ([`name`], [`template`]), the Lua scripts ([`scripts`]) and what they answer
+//! ([`name`], [`template`]), the kinds of hold ([`kind`]: one file each, with its scripts
+//! and layout), the Lua scripts' machinery ([`scripts`]) and what they answer
 //! ([`replies`]), the messages on a lock's channel ([`messages`]), and the holder record
 //! ([`holder`]).
 //!
@@ -39,8 +40,8 @@
 //! one slot (see [`LockKeys`](name::LockKeys)).
 
 pub(crate) mod holder;
+pub(crate) mod kind;
 pub(crate) mod messages;
-pub(crate) mod mode;
 pub(crate) mod name;
 pub(crate) mod replies;
 pub(crate) mod scripts;
