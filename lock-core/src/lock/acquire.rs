@@ -190,7 +190,7 @@ impl Attempter<'_> {
         // first attempt, so that a busy answer needs no retry after subscribing.
         let mut subscription: Option<Subscription> = match wait {
             Some(Duration::ZERO) => None,
-            _ => (self.inner.waiters).join_live(self.keys.channel(), &self.owner),
+            _ => (self.inner.waiters).join_live(self.keys, &self.owner),
         };
         let mut woken = None;
         // A grant whose token is not above a holder's token seen since was superseded (it
@@ -226,11 +226,7 @@ impl Attempter<'_> {
                 // Subscribe, then retry at once: a release before the subscription is not lost.
                 let timeout = self.inner.config.command_timeout;
                 let waiters = &self.inner.waiters;
-                subscription = Some(
-                    waiters
-                        .subscribe(self.keys.channel(), &self.owner, timeout)
-                        .await,
-                );
+                subscription = Some(waiters.subscribe(self.keys, &self.owner, timeout).await);
                 continue;
             };
             // Redlock: a fresh random pause each time, so competing clients that split the

@@ -177,6 +177,15 @@ impl LockKeys {
         &self.channel
     }
 
+    /// The channel grants to this lock's waiters travel on, when apart from the release
+    /// channel (`<kind's grants prefix>{<lock key>}`: a channel Redisson does not read).
+    pub(crate) fn grants_channel(&self) -> Option<Vec<u8>> {
+        let layout = &self.kind.layout;
+        let tag = &self.channel[layout.channel_prefix.len()..];
+        (layout.grants_prefix != layout.channel_prefix)
+            .then(|| [layout.grants_prefix.as_bytes(), tag].concat())
+    }
+
     /// What the lock is.
     pub(crate) fn kind(&self) -> &'static Kind {
         self.kind
@@ -258,6 +267,10 @@ mod tests {
         assert_eq!(k.lock(), b"p:item_7");
         assert_eq!(k.channel(), b"redisson_lock__channel:{p:item_7}");
         assert_eq!(
+            k.grants_channel().as_deref(),
+            Some(&b"distlock__grant:{p:item_7}"[..])
+        );
+        assert_eq!(
             spelled(&k),
             [
                 &b"p:item_7"[..],
@@ -272,8 +285,17 @@ mod tests {
         let rw = LockKeys::new("p:", &name, &WRITE, false);
         assert_eq!(rw.lock(), b"p:item_7");
         assert_eq!(rw.channel(), b"redisson_rwlock:{p:item_7}");
+        assert_eq!(
+            rw.grants_channel().as_deref(),
+            Some(&b"distlock__grant:{p:item_7}"[..])
+        );
         assert_eq!(spelled(&rw)[1], b"distlock__rwqueue:{p:item_7}");
         let sem = LockKeys::new("p:", &name, &SEMAPHORE, false);
+        assert_eq!(
+            sem.grants_channel(),
+            None,
+            "its own channel carries its grants"
+        );
         assert_eq!(
             spelled(&sem)[1..],
             [

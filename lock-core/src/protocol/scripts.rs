@@ -64,12 +64,14 @@ fn header(kind: &Kind, args: &[&str]) -> String {
          local HOLDER_FIELD = '{HOLDER_FIELD}'\n\
          local HOLDERS_PREFIX = '{HOLDERS_PREFIX}'\n\
          local CHANNEL_PREFIX = '{}'\n\
+         local GRANTS_PREFIX = '{}'\n\
          local GRANT_PREFIX = '{GRANT_PREFIX}'\n\
          local RELEASE_MESSAGE = '{RELEASE_MESSAGE}'\n\
          local WRITE_RELEASE_MESSAGE = '{WRITE_RELEASE_MESSAGE}'\n",
         names.join(", "),
         values.join(", "),
         kind.layout.channel_prefix,
+        kind.layout.grants_prefix,
     )
 }
 

@@ -48,9 +48,10 @@ async fn acquisitions_are_counted_by_outcome_with_wait_and_hold_times() {
             && holds[0] <= held_at_most.as_secs_f64(),
         "{holds:?} outside [{held_at_least:?}, {held_at_most:?}]"
     );
-    // Unnamed families share "default"; names never become labels.
+    // Unnamed families share "default"; names never become labels. Other tests of this
+    // binary hold "default" locks in parallel: at least this one counts.
     let other = a.lock("order_2").await.unwrap();
-    assert_eq!(gauge("distlock_held", &["family=default"]), 1.0);
+    assert!(gauge("distlock_held", &["family=default"]) >= 1.0);
     drop(other);
 }
 

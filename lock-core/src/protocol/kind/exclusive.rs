@@ -13,6 +13,7 @@ pub(crate) static EXCLUSIVE: Kind = Kind {
     mode: LockMode::Exclusive,
     layout: Layout {
         channel_prefix: "redisson_lock__channel:",
+        grants_prefix: super::GRANTS_PREFIX,
         queue_prefix: "distlock__queue:",
         deadlines_prefix: "distlock__waiters:",
         records: None,

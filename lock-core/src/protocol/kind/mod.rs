@@ -78,6 +78,9 @@ pub(crate) struct Layout {
     /// The release channel's prefix: Redisson's for the lock and the read-write lock (so that
     /// its waiters wake on distlock's releases), distlock's own for semaphores.
     pub(crate) channel_prefix: &'static str,
+    /// The grants channel's prefix: distlock's own where the release channel is Redisson's
+    /// (Redisson decodes every message there as a number), else the release channel's.
+    pub(crate) grants_prefix: &'static str,
     /// The fair queue of waiters, by arrival. Each kind has its own, so that a waiter of
     /// one kind is never handed a hold of another on the same name.
     pub(crate) queue_prefix: &'static str,
@@ -87,6 +90,9 @@ pub(crate) struct Layout {
     /// else the fourth key is Redlock's fence floor.
     pub(crate) records: Option<(&'static str, &'static str)>,
 }
+
+/// Prefix of the grants channel of the kinds whose release channel is Redisson's.
+pub(crate) const GRANTS_PREFIX: &str = "distlock__grant:";
 
 /// Prefix of Redlock's fence floor, the fourth key of the kinds without records.
 pub(crate) const FENCE_PREFIX: &str = "distlock__fence:";

@@ -17,6 +17,7 @@ pub(crate) static SEMAPHORE: Kind = Kind {
     mode: LockMode::Permit,
     layout: Layout {
         channel_prefix: "distlock__semaphore:",
+        grants_prefix: "distlock__semaphore:",
         queue_prefix: "distlock__semqueue:",
         deadlines_prefix: "distlock__semwaiters:",
         records: Some(("holders", HOLDERS_PREFIX)),
