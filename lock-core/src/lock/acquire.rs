@@ -177,7 +177,8 @@ impl Attempter<'_> {
     async fn wait_for_lock(&self, wait: Option<Duration>) -> Result<(u64, Instant), LockError> {
         let started = Instant::now();
         let deadline = wait.map(|w| later(started, w));
-        // Redlock nodes would each queue and grant on their own: there, waiters retry instead.
+        // Redlock nodes would each queue and grant on their own: there, waiters retry instead
+        // (and listen for releases only: no grant comes).
         let redlock = self.inner.nodes.len() > 1;
         let waiter_ttl = if wait == Some(Duration::ZERO) || redlock {
             Duration::ZERO
@@ -190,7 +191,7 @@ impl Attempter<'_> {
         // first attempt, so that a busy answer needs no retry after subscribing.
         let mut subscription: Option<Subscription> = match wait {
             Some(Duration::ZERO) => None,
-            _ => (self.inner.waiters).join_live(self.keys, &self.owner),
+            _ => (self.inner.waiters).join_live(self.keys, &self.owner, !redlock),
         };
         let mut woken = None;
         // A grant whose token is not above a holder's token seen since was superseded (it
@@ -226,7 +227,8 @@ impl Attempter<'_> {
                 // Subscribe, then retry at once: a release before the subscription is not lost.
                 let timeout = self.inner.config.command_timeout;
                 let waiters = &self.inner.waiters;
-                subscription = Some(waiters.subscribe(self.keys, &self.owner, timeout).await);
+                let joined = waiters.subscribe(self.keys, &self.owner, timeout, !redlock);
+                subscription = Some(joined.await);
                 continue;
             };
             // Redlock: a fresh random pause each time, so competing clients that split the

@@ -120,8 +120,8 @@ impl Waiters {
         Self { shared }
     }
 
-    /// Subscribes `owner` to the channels of the lock `keys` (release, and grants when apart) and
-    /// waits (at most `timeout`) until Redis confirmed it, so a release or grant published
+    /// Subscribes `owner` to the channels of the lock `keys` (release, and with `grants` the
+    /// grants channel when apart) and waits (at most `timeout`) until Redis confirmed it, so a release or grant published
     /// after this returns is seen. If pub/sub is down, returns anyway: the waiter then
     /// relies on the holder's TTL and its own retries.
     pub(crate) async fn subscribe(
@@ -129,8 +129,9 @@ impl Waiters {
         keys: &LockKeys,
         owner: &str,
         timeout: Duration,
+        grants: bool,
     ) -> Subscription {
-        let grants_channel = keys.grants_channel();
+        let grants_channel = keys.grants_channel().filter(|_| grants);
         let (grant_tx, grant) = oneshot::channel();
         self.shared.grants().insert(owner.to_owned(), grant_tx);
         let (barrier, confirmed) = oneshot::channel();
@@ -176,7 +177,12 @@ impl Waiters {
     /// before the first attempt, it sees every release and grant after that attempt, so a
     /// busy answer needs no second attempt after subscribing (one command less per
     /// contended acquisition).
-    pub(crate) fn join_live(&self, keys: &LockKeys, owner: &str) -> Option<Subscription> {
+    pub(crate) fn join_live(
+        &self,
+        keys: &LockKeys,
+        owner: &str,
+        grants: bool,
+    ) -> Option<Subscription> {
         let live = |registry: &HashMap<Vec<u8>, Channel>, channel: &[u8]| {
             registry.get(channel).is_some_and(|entry| entry.live)
         };
@@ -184,7 +190,7 @@ impl Waiters {
         if !live(&self.shared.channels(), keys.channel()) {
             return None;
         }
-        let grants_channel = keys.grants_channel();
+        let grants_channel = keys.grants_channel().filter(|_| grants);
         let (release, grants) = {
             let mut registry = self.shared.channels();
             let all_live = std::iter::once(keys.channel())
