@@ -139,9 +139,11 @@ impl LockScript {
         keys: &LockKeys,
         args: &Args<'_>,
     ) -> Call<R> {
-        let given: Vec<Arg<'_>> = self.args.iter().map_while(|name| args.get(name)).collect();
+        // Walked twice, to size the command exactly without collecting them first.
+        let given = || self.args.iter().map_while(|name| args.get(name));
+        let count = given().count();
         debug_assert!(
-            self.args[given.len()..]
+            self.args[count..]
                 .iter()
                 .all(|name| args.get(name).is_none()),
             "only trailing script arguments may be left out: {:?}",
@@ -149,18 +151,18 @@ impl LockScript {
         );
         let keys = keys.in_key_order();
         let key_bytes: usize = keys.clone().map(|(p, rest)| p.len() + rest.len()).sum();
-        let arg_bytes: usize = given.iter().map(Arg::room).sum();
+        let arg_bytes: usize = given().map(|arg| arg.room()).sum();
         let mut call = Call::new(
             &self.script,
             keys.clone().count(),
-            given.len(),
+            count,
             key_bytes + arg_bytes,
         );
         for (prefix, rest) in keys {
             call.key(&[prefix.as_bytes(), rest]);
         }
-        for arg in &given {
-            call.arg(arg);
+        for arg in given() {
+            call.arg(&arg);
         }
         call
     }
