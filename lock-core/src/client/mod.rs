@@ -5,10 +5,9 @@
 //! the exclusive lock, [`family`] the block for read-write locks, semaphores and
 //! multi-locks; the operator's tools (inspect, list, force release) are the one other block,
 //! in [`crate::ops`], so that this module does not depend on the operations built on it.
-//! `LockClientBuilder` and `ClientInner` have all their impls in their own file.
+//! `LockClientBuilder` and `Engine` have all their impls in their own file.
 
 pub(crate) mod builder;
-pub(crate) mod config;
 pub(crate) mod default;
 pub(crate) mod family;
 pub(crate) mod handle;

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::config::check_request_lease;
-use crate::client::handle::ClientInner;
 use crate::error::LockError;
+use crate::lock::config::check_request_lease;
+use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::held::{Acquired, Held};
 use crate::lock::pending::{leave, Pending};
@@ -52,7 +52,7 @@ enum Attempt {
 }
 
 pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError> {
-    let inner = Arc::clone(&request.client.inner);
+    let inner = Arc::clone(&request.engine);
     let watchdog = request.lease.is_none();
     let lease = request.lease.unwrap_or(inner.config.lease);
     let name = request.name;
@@ -124,12 +124,7 @@ pub(crate) fn owner_id(client: &str, number: u64, kind: &Kind) -> String {
 
 /// Refuses what a kind cannot do: a semaphore without permits, and the shared kinds under
 /// Redlock (a reader set or a permit count cannot be voted on node by node).
-fn check_kind(
-    inner: &ClientInner,
-    name: &LockName,
-    kind: &Kind,
-    permits: u32,
-) -> Result<(), LockError> {
+fn check_kind(inner: &Engine, name: &LockName, kind: &Kind, permits: u32) -> Result<(), LockError> {
     match kind.unsupported(permits, inner.nodes.len()) {
         None => Ok(()),
         Some(reason) => Err(LockError::InvalidRequest {
@@ -159,7 +154,7 @@ fn reentered(held: Arc<Held>, wanted: &Kind) -> Result<LockGuard, LockError> {
 
 /// One acquisition's attempts: what they send, and what the clean-up guard needs.
 struct Attempter<'a> {
-    inner: &'a Arc<ClientInner>,
+    inner: &'a Arc<Engine>,
     name: &'a LockName,
     keys: &'a LockKeys,
     owner: String,

@@ -11,8 +11,8 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use crate::client::config::check_request_lease;
 use crate::error::LockError;
+use crate::lock::config::check_request_lease;
 use crate::lock::guarded::Guarded;
 use crate::lock::held::{finish_in_background, Held};
 use crate::lock::quorum::{renewal, Renewal};

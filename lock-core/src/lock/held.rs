@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::client::handle::ClientInner;
 use crate::error::LockError;
+use crate::lock::engine::Engine;
 use crate::lock::quorum::Renewal;
 use crate::lock::scope::Scope;
 use crate::lock::time::{drift, later};
@@ -21,7 +21,7 @@ use crate::protocol::scripts;
 /// One hold of a lock by one owner. Reentrant guards of a scope share it.
 #[derive(Debug)]
 pub(crate) struct Held {
-    pub(crate) client: Arc<ClientInner>,
+    pub(crate) client: Arc<Engine>,
     pub(crate) name: LockName,
     pub(crate) keys: LockKeys,
     pub(crate) owner: String,
@@ -58,7 +58,7 @@ pub(crate) struct Acquired {
 
 impl Held {
     pub(crate) fn new(
-        client: Arc<ClientInner>,
+        client: Arc<Engine>,
         acquired: Acquired,
         scope: Option<Arc<Scope>>,
     ) -> Arc<Self> {

@@ -5,11 +5,15 @@
 //! reentrancy scopes ([`scope`]), renewal ([`watchdog`]), replica acknowledgement
 //! ([`replicas`]) and local-clock arithmetic ([`time`]).
 //!
-//! This module and [`crate::client`] depend on each other, by design: the client makes
-//! requests and owns the watchdog's registry, and a request, a hold and the watchdog call
-//! Redis through the client they belong to.
+//! Below them all, the [`engine`] (connections, settings in [`config`], the topology fan-out,
+//! quorum and timeouts) that the client façade ([`crate::client`]) wraps: this module never
+//! depends on the client. Inside it, the engine and the watchdog refer to each other (the
+//! engine owns the watchdog's registry, the watchdog renews through the engine), as do a
+//! hold and its engine: inherent to a registry of holds kept by their owner.
 
 pub(crate) mod acquire;
+pub(crate) mod config;
+pub(crate) mod engine;
 pub(crate) mod guard;
 pub(crate) mod guarded;
 pub(crate) mod held;

@@ -18,10 +18,10 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::client::config::check_request_lease;
-use crate::client::handle::{ClientInner, LockClient};
 use crate::error::LockError;
 use crate::lock::acquire::owner_id;
+use crate::lock::config::check_request_lease;
+use crate::lock::engine::Engine;
 use crate::lock::guard::{LockGuard, Lost};
 use crate::lock::guarded::{run_under, Guarded};
 use crate::lock::held::{Acquired, Held};
@@ -34,14 +34,14 @@ use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::MultiAcquireReply;
 use crate::protocol::scripts;
 
-/// A request for several locks at once, made by [`LockClient::lock_all`].
+/// A request for several locks at once, made by [`LockClient::lock_all`](crate::LockClient::lock_all).
 ///
 /// `.await` it (or [`acquire`](Self::acquire)) for a [`MultiLockGuard`] holding every
 /// name; the options are those of [`LockRequest`] and apply to each name, and the wait
 /// bounds the whole acquisition.
 #[must_use = "a lock request does nothing until awaited"]
 pub struct MultiLockRequest {
-    client: LockClient,
+    engine: Arc<Engine>,
     /// The names as given (a name given twice is taken once).
     names: Vec<LockName>,
     lease: Option<Duration>,
@@ -63,10 +63,10 @@ impl fmt::Debug for MultiLockRequest {
 }
 
 impl MultiLockRequest {
-    pub(crate) fn new(client: LockClient, names: Vec<LockName>) -> Self {
-        let wait = client.default_wait();
+    pub(crate) fn new(engine: Arc<Engine>, names: Vec<LockName>) -> Self {
+        let wait = engine.config.wait;
         Self {
-            client,
+            engine,
             names,
             lease: None,
             wait,
@@ -161,7 +161,7 @@ impl MultiLockRequest {
 
     /// The request for one name, with this request's options and what is left of the wait.
     fn request_for(&self, name: &LockName, deadline: Option<Instant>) -> LockRequest {
-        let mut request = self.client.lock(name);
+        let mut request = LockRequest::new(Arc::clone(&self.engine), name.clone(), &EXCLUSIVE);
         if let Some(lease) = self.lease {
             request = request.lease(lease);
         }
@@ -218,7 +218,7 @@ impl MultiLockRequest {
         order: &[LockName],
         keys: Vec<LockKeys>,
     ) -> Result<Option<AtOnce>, LockError> {
-        let inner = &self.client.inner;
+        let inner = &self.engine;
         if order.len() < 2 || inner.nodes.len() > 1 || inner.config.min_replicas.is_some() {
             return Ok(None);
         }
@@ -247,7 +247,7 @@ impl MultiLockRequest {
     /// order for every client of the same key prefix, so no two callers wait for each other
     /// in a cycle.
     fn global_order(&self) -> Result<(Vec<LockName>, Vec<LockKeys>), LockError> {
-        let inner = &self.client.inner;
+        let inner = &self.engine;
         let mut keyed = Vec::with_capacity(self.names.len());
         for name in &self.names {
             keyed.push((inner.keys(name, &EXCLUSIVE)?, name.clone()));
@@ -269,7 +269,7 @@ impl IntoFuture for MultiLockRequest {
 
 /// A multi-lock's uncontended path: every name in one script call.
 struct AtOnce {
-    inner: Arc<ClientInner>,
+    inner: Arc<Engine>,
     names: Vec<LockName>,
     keys: Vec<LockKeys>,
     lease: Duration,
@@ -281,7 +281,7 @@ struct AtOnce {
 
 /// True when every lock of `keys` lives in one slot (always, off a Cluster).
 #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
-fn one_slot(inner: &ClientInner, keys: &[LockKeys]) -> bool {
+fn one_slot(inner: &Engine, keys: &[LockKeys]) -> bool {
     #[cfg(feature = "cluster")]
     if inner.conn().is_cluster() {
         let slot = |k: &LockKeys| redis::cluster_routing::Slot::for_key(k.lock());

@@ -4,13 +4,14 @@ use std::borrow::Cow;
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::Instrument;
 
-use crate::client::handle::LockClient;
 use crate::error::LockError;
 use crate::lock::acquire;
+use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::guarded::run_under;
 use crate::lock::scope::scope;
@@ -29,15 +30,15 @@ pub enum OnLost {
     Continue,
 }
 
-/// A request for one hold of one name: the lock ([`LockClient::lock`]), a side of a
-/// read-write lock ([`LockClient::read_lock`], [`LockClient::write_lock`]) or a semaphore's
-/// permit ([`LockClient::semaphore`]).
+/// A request for one hold of one name: the lock ([`LockClient::lock`](crate::LockClient::lock)), a side of a
+/// read-write lock ([`LockClient::read_lock`](crate::LockClient::read_lock), [`LockClient::write_lock`](crate::LockClient::write_lock)) or a semaphore's
+/// permit ([`LockClient::semaphore`](crate::LockClient::semaphore)).
 ///
 /// `.await` it to acquire, waiting up to the wait; [`try_acquire`](Self::try_acquire) tries
 /// once; [`run`](Self::run) runs a future under the lock.
 #[must_use = "a lock request does nothing until awaited"]
 pub struct LockRequest {
-    pub(crate) client: LockClient,
+    pub(crate) engine: Arc<Engine>,
     pub(crate) name: LockName,
     pub(crate) lease: Option<Duration>,
     pub(crate) wait: Option<Duration>,
@@ -64,10 +65,10 @@ impl fmt::Debug for LockRequest {
 }
 
 impl LockRequest {
-    pub(crate) fn new(client: LockClient, name: LockName, kind: &'static Kind) -> Self {
-        let wait = client.inner.config.wait;
+    pub(crate) fn new(engine: Arc<Engine>, name: LockName, kind: &'static Kind) -> Self {
+        let wait = engine.config.wait;
         Self {
-            client,
+            engine,
             name,
             lease: None,
             wait,

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::client::handle::ClientInner;
 use crate::error::LockError;
+use crate::lock::engine::Engine;
 
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::kind::mode::LockMode;
@@ -141,7 +141,7 @@ impl LockState {
 /// The state of one lock, and whether its key is a hash (a lock) at all. Under Redlock
 /// every node is read (see [`combine`]); a minority that does not answer is skipped.
 pub(crate) async fn state(
-    client: &ClientInner,
+    client: &Engine,
     name: LockName,
     keys: LockKeys,
 ) -> Result<(LockState, bool), LockError> {
@@ -158,7 +158,7 @@ pub(crate) async fn state(
 
 /// One INSPECT of `keys` on every node, combined.
 async fn read(
-    client: &ClientInner,
+    client: &Engine,
     name: &LockName,
     keys: &LockKeys,
 ) -> Result<(LockState, bool), LockError> {

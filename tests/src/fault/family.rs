@@ -21,21 +21,22 @@ pub struct FamilyRun {
     pub writes: u64,
 }
 
-/// Runs `processes` holders of `name` on `server`, each with `tasks` tasks taking `count`
-/// holds of `mode` (`rw`: one in five writes; `sem:<n>`: permits of a semaphore of n),
+/// Runs `processes` holders of `name`, each with `tasks` tasks taking `count` holds of
+/// `mode` (`rw`: one in five writes; `sem:<n>`: permits of a semaphore of n), process `i`
+/// on `servers[i % len]` (one server: one lock; several: the detector's negative control),
 /// checked by the detector on `detector`; waits (bounded) for every report.
 pub async fn run_family(
     holder_bin: &str,
-    (server, detector): (&RedisServer, &RedisServer),
+    (servers, detector): (&[&RedisServer], &RedisServer),
     name: &str,
     mode: &str,
     (processes, tasks, count): (usize, u32, u32),
 ) -> FamilyRun {
     let mut holders = Vec::new();
-    for _ in 0..processes {
+    for i in 0..processes {
         let args = [
             "family",
-            &server.url(),
+            &servers[i % servers.len()].url(),
             &detector.url(),
             name,
             "5000",

@@ -20,7 +20,14 @@ const HOLDER: &str = env!("CARGO_BIN_EXE_holder");
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_share_and_writers_are_alone_across_processes() {
     let (server, detector) = (RedisServer::start(), RedisServer::start());
-    let run = run_family(HOLDER, (&server, &detector), "catalog", "rw", (4, 8, 160)).await;
+    let run = run_family(
+        HOLDER,
+        (&[&server], &detector),
+        "catalog",
+        "rw",
+        (4, 8, 160),
+    )
+    .await;
     println!("rw detector: {run:?}");
     assert_eq!(run.entries, 5_120);
     assert_eq!(run.violations, 0);

@@ -19,7 +19,14 @@ const HOLDER: &str = env!("CARGO_BIN_EXE_holder");
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_more_than_n_holders_across_processes() {
     let (server, detector) = (RedisServer::start(), RedisServer::start());
-    let run = run_family(HOLDER, (&server, &detector), "exports", "sem:3", (4, 8, 80)).await;
+    let run = run_family(
+        HOLDER,
+        (&[&server], &detector),
+        "exports",
+        "sem:3",
+        (4, 8, 80),
+    )
+    .await;
     println!("semaphore detector: {run:?}");
     assert_eq!((run.entries, run.violations), (2_560, 0));
     assert_eq!(run.max_inside, 3, "the 3 permits were never all in use");
@@ -29,20 +36,28 @@ async fn never_more_than_n_holders_across_processes() {
     );
 }
 
-/// The detector's negative control: permits of a semaphore of 3 checked against a limit of
-/// 1 must be reported as violations.
+/// The detector's negative control: three processes each take permits of a semaphore of 1
+/// on a Redis of their own, so up to three are inside at once; the detector, told 1, must
+/// report it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_exclusion_detector_fires_when_too_many_are_inside() {
-    let (server, detector) = (RedisServer::start(), RedisServer::start());
+    let servers = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let detector = RedisServer::start();
+    let servers: Vec<&RedisServer> = servers.iter().collect();
     let run = run_family(
         HOLDER,
-        (&server, &detector),
+        (&servers, &detector),
         "control",
-        "sem:3@1",
-        (2, 8, 20),
+        "sem:1",
+        (3, 4, 40),
     )
     .await;
     println!("semaphore detector control: {run:?}");
+    assert_eq!(run.entries, 480);
     assert!(
         run.violations > 0,
         "the detector missed 3 holders at once: {run:?}"

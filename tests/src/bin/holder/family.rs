@@ -24,20 +24,15 @@ if ARGV[2] == 'p' and n > tonumber(ARGV[3]) then bad = 1 end
 return {bad, n}
 ";
 
-/// `holder family <lock url> <detector url> <name> <lease ms> <rw|sem:N[@M]> <tasks> <count>`:
-/// `<tasks>` tasks each take `<count>` holds (rw: 1 in 5 writes; `sem:N@M` takes permits of
-/// N while the detector allows M, the detector's negative control), and it prints
+/// `holder family <lock url> <detector url> <name> <lease ms> <rw|sem:N> <tasks> <count>`:
+/// `<tasks>` tasks each take `<count>` holds (rw: 1 in 5 writes), and it prints
 /// `DONE entries=… violations=… max_inside=… writes=…`.
 pub async fn run(args: &[String], lease: Duration) {
     let (lock_url, detector_url, name) = (&args[1], &args[2], args[3].clone());
     let kind = args.get(5).cloned().unwrap_or_default();
     let tasks: u64 = args.get(6).and_then(|a| a.parse().ok()).unwrap_or(8);
     let count: u64 = args.get(7).and_then(|a| a.parse().ok()).unwrap_or(100);
-    let sem = kind.strip_prefix("sem:");
-    let (permits, allowed) = match sem.map(|n| n.split_once('@').unwrap_or((n, n))) {
-        Some((n, m)) => (n.parse::<u32>().ok(), m.parse::<u32>().ok()),
-        None => (None, None),
-    };
+    let permits: Option<u32> = kind.strip_prefix("sem:").and_then(|n| n.parse().ok());
     let locks = LockClient::builder(lock_url.as_str())
         .lease(lease)
         .command_timeout(Duration::from_secs(5))
@@ -69,7 +64,7 @@ pub async fn run(args: &[String], lease: Duration) {
                     .wait(Duration::from_secs(120))
                     .await
                     .expect("acquire");
-                let permits_arg = allowed.unwrap_or(0);
+                let permits_arg = permits.unwrap_or(0);
                 let (bad, inside): (u64, u64) = script
                     .key(&name)
                     .arg(1)
