@@ -66,8 +66,9 @@
 //!
 //! # Metrics
 //! With the `metrics` feature, the client reports through the [`metrics`](https://docs.rs/metrics)
-//! facade (install any exporter, e.g. Prometheus). Every series is labelled by `family`, the
-//! key template of the lock ([`LockRequest::family`]), never by the lock's name:
+//! facade (install any exporter, e.g. Prometheus). Every series is labelled `template`, the
+//! request's metrics label: the key template of the lock
+//! ([`LockRequest::metrics_label`]), never the lock's name:
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
@@ -117,7 +118,8 @@ pub use client::handle::LockClient;
 pub use error::LockError;
 pub use lock::guard::{LockGuard, Lost, Release};
 pub use lock::multi::{MultiLockGuard, MultiLockRequest, MultiLost};
-pub use lock::request::{LockRequest, OnLost};
+pub use lock::options::OnLost;
+pub use lock::request::LockRequest;
 pub use lock::scope::{
     current_lock, scope, with_lock_info, InScope, LockInfo, OwnerScope, WithLockInfo,
 };

@@ -192,7 +192,7 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
                 #lease
                 #wait
                 // Metrics are labelled by the template, never by the rendered name.
-                .family(#family)
+                .metrics_label(#family)
                 .on_lost(#on_lost);
             // Boxed: the caller's future stays small however deep locked calls nest.
             match ::std::boxed::Box::pin(#request.run(#body)).await {

@@ -160,7 +160,7 @@ use proc_macro::TokenStream;
 ///     let request = ::lock_core::LockClient::lock(&app.locks, name)
 ///         .wait(::core::time::Duration::from_millis(2000))
 ///         // Metrics are labelled by the template, never by the rendered name.
-///         .family("item_<id>")
+///         .metrics_label("item_<id>")
 ///         .on_lost(::lock_core::OnLost::Abort);
 ///     let body = async move {
 ///         // Never runs: pins the block's output to the declared type, so type errors and

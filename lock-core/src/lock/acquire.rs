@@ -19,7 +19,7 @@ use crate::lock::replicas::replicated;
 use crate::lock::request::LockRequest;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::lock::time::{drift, later};
-use crate::metrics::{self, Family};
+use crate::metrics::{self, MetricsLabel};
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::kind::Kind;
 use crate::protocol::name::{LockKeys, LockName};
@@ -53,8 +53,9 @@ enum Attempt {
 
 pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError> {
     let inner = Arc::clone(&request.engine);
-    let watchdog = request.lease.is_none();
-    let lease = request.lease.unwrap_or(inner.config.lease);
+    let options = request.options;
+    let watchdog = options.watchdog();
+    let lease = options.lease_on(&inner);
     let name = request.name;
     let kind = request.kind;
     check_request_lease(&name, lease)?;
@@ -67,19 +68,19 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     {
         return reentered(held, kind);
     }
-    let family = request.family;
+    let label = options.label;
     let attempter = Attempter {
         owner: owner_id(&inner.id, next_owner_number(), kind),
         inner: &inner,
         name: &name,
         keys: &keys,
         lease,
-        meta: inner.holder_meta(request.request_id.as_deref()),
-        family: &family,
+        meta: inner.holder_meta(options.request_id.as_deref()),
+        label: &label,
         contended: AtomicBool::new(false),
     };
     let started = Instant::now();
-    let taken = attempter.wait_for_lock(request.wait).await;
+    let taken = attempter.wait_for_lock(options.wait).await;
     let contended = attempter.contended.load(Ordering::Relaxed);
     let result = match taken {
         Ok((token, sent_at)) => {
@@ -92,10 +93,10 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
                 lease,
                 watchdog,
                 sent_at,
-                family: family.clone(),
+                label: label.clone(),
             };
             // The guard exists before the next `.await`: dropped from here on, it releases.
-            let guard = LockGuard::new(Held::new(Arc::clone(&inner), acquired, scope));
+            let guard = LockGuard::granted(&inner, acquired, scope);
             match inner.config.min_replicas {
                 // Boxed: a rare path, kept out of every acquisition's future.
                 Some((replicas, timeout)) => Box::pin(replicated(guard, replicas, timeout)).await,
@@ -105,7 +106,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
         Err(error) => Err(error),
     };
     metrics::acquisition(
-        &family,
+        &label,
         result.as_ref().map(|_| ()),
         started.elapsed(),
         contended,
@@ -161,7 +162,7 @@ struct Attempter<'a> {
     lease: Duration,
     /// Holder metadata, sent with every attempt (and so part of the queue entry).
     meta: Cow<'a, str>,
-    family: &'a Family,
+    label: &'a MetricsLabel,
     /// Set when an attempt found the lock busy.
     contended: AtomicBool,
 }
@@ -242,7 +243,7 @@ impl Attempter<'_> {
             if let Some(Wake::Granted(token)) =
                 wake.filter(|w| !is_superseded(*w, superseded_below))
             {
-                metrics::woken(self.family, "message");
+                metrics::woken(self.label, "message");
                 // Handed over by the holder's release: no round trip needed. The grant came
                 // after our last attempt reached Redis, so its send time bounds the lease.
                 pending.disarm();
@@ -254,7 +255,7 @@ impl Attempter<'_> {
                 sub.rearm_grant();
             }
             let by = if wake.is_some() { "message" } else { "ttl" };
-            metrics::woken(self.family, by);
+            metrics::woken(self.label, by);
             woken = Some(by);
         }
         unreachable!("the attempt counter does not run out")

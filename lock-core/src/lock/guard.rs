@@ -13,10 +13,11 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::error::LockError;
 use crate::lock::config::check_request_lease;
+use crate::lock::engine::Engine;
 use crate::lock::guarded::Guarded;
-use crate::lock::held::{finish_in_background, Held};
+use crate::lock::held::{finish_in_background, Acquired, Held};
 use crate::lock::quorum::{renewal, Renewal};
-use crate::lock::scope::LockInfo;
+use crate::lock::scope::{LockInfo, Scope};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::RenewReply;
@@ -41,6 +42,16 @@ pub struct LockGuard {
 impl LockGuard {
     pub(crate) fn new(held: Arc<Held>) -> Self {
         Self { held, active: true }
+    }
+
+    /// The guard of a fresh grant: the one place an acquisition becomes a hold (one name's
+    /// acquisition, or each name of a multi-lock's one-call path).
+    pub(crate) fn granted(
+        engine: &Arc<Engine>,
+        acquired: Acquired,
+        scope: Option<Arc<Scope>>,
+    ) -> Self {
+        Self::new(Held::new(Arc::clone(engine), acquired, scope))
     }
 
     /// The hold behind this guard.

@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use crate::error::LockError;
-use crate::lock::request::OnLost;
+use crate::lock::options::OnLost;
 use crate::lock::scope::{with_lock_info, LockInfo};
 
 /// A hold that work can run under: a [`LockGuard`](crate::LockGuard) or a

@@ -13,7 +13,7 @@ use crate::lock::engine::Engine;
 use crate::lock::quorum::Renewal;
 use crate::lock::scope::Scope;
 use crate::lock::time::{drift, later};
-use crate::metrics::{self, Family};
+use crate::metrics::{self, MetricsLabel};
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::ReleaseReply;
 use crate::protocol::scripts;
@@ -30,8 +30,8 @@ pub(crate) struct Held {
     pub(crate) lease: Duration,
     pub(crate) watchdog: bool,
     pub(crate) acquired_at: Instant,
-    /// The metrics label (see [`LockRequest::family`](crate::LockRequest::family)).
-    pub(crate) family: Family,
+    /// The metrics label (see [`LockRequest::metrics_label`](crate::LockRequest::metrics_label)).
+    pub(crate) label: MetricsLabel,
     /// Set once the end of the hold was recorded in the metrics.
     ended_recorded: AtomicBool,
     scope: Option<Arc<Scope>>,
@@ -53,7 +53,7 @@ pub(crate) struct Acquired {
     pub(crate) lease: Duration,
     pub(crate) watchdog: bool,
     pub(crate) sent_at: Instant,
-    pub(crate) family: Family,
+    pub(crate) label: MetricsLabel,
 }
 
 impl Held {
@@ -71,7 +71,7 @@ impl Held {
             lease: acquired.lease,
             watchdog: acquired.watchdog,
             acquired_at: acquired.sent_at,
-            family: acquired.family,
+            label: acquired.label,
             ended_recorded: AtomicBool::new(false),
             scope,
             holds: AtomicUsize::new(1),
@@ -80,7 +80,7 @@ impl Held {
             lost_reason: OnceLock::new(),
             released: AtomicBool::new(false),
         });
-        metrics::hold_started(&held.family);
+        metrics::hold_started(&held.label);
         if held.watchdog {
             held.client.watchdog.register(&held);
         }
@@ -130,12 +130,12 @@ impl Held {
         match outcome {
             Renewal::Confirmed(ttl) => {
                 self.confirm(sent_at, ttl);
-                metrics::renewed(&self.family);
+                metrics::renewed(&self.label);
                 tracing::trace!(lock = %self.name, ?ttl, "renewed");
             }
             // Counted as lost where the hold ends.
             Renewal::Lost => self.mark_lost(reason),
-            Renewal::Unknown => metrics::renewal_failed(&self.family),
+            Renewal::Unknown => metrics::renewal_failed(&self.label),
         }
     }
 
@@ -178,7 +178,7 @@ impl Held {
             return;
         }
         tracing::warn!(lock = %self.name, owner = %self.owner, reason, "lock lost");
-        metrics::lost(&self.family);
+        metrics::lost(&self.label);
         self.record_end();
         self.ended.cancel();
     }
@@ -186,7 +186,7 @@ impl Held {
     /// Records the end of the hold in the metrics, once (release, loss or drop).
     fn record_end(&self) {
         if !self.ended_recorded.swap(true, Ordering::AcqRel) {
-            metrics::hold_ended(&self.family, self.acquired_at.elapsed());
+            metrics::hold_ended(&self.label, self.acquired_at.elapsed());
         }
     }
 

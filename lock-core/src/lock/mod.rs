@@ -1,4 +1,5 @@
-//! A lock's lifecycle: the request and its options ([`request`]), the acquisition
+//! A lock's lifecycle: the request ([`request`]) and the options every request shares
+//! ([`options`]), the acquisition
 //! ([`acquire`], with its clean-up guard [`pending`] and the Redlock tallies of
 //! [`quorum`]), the hold shared by reentrant guards ([`held`]), the guard itself
 //! ([`guard`]), running work under a hold ([`guarded`]), multi-locks ([`multi`]),
@@ -18,6 +19,7 @@ pub(crate) mod guard;
 pub(crate) mod guarded;
 pub(crate) mod held;
 pub(crate) mod multi;
+pub(crate) mod options;
 pub(crate) mod pending;
 pub(crate) mod quorum;
 pub(crate) mod replicas;

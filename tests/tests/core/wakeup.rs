@@ -22,7 +22,7 @@ async fn waiter_wakes_on_release() {
     let waiting = tokio::spawn({
         let waiter = waiter.clone();
         async move {
-            let request = waiter.lock("wake").family("wakeup_release");
+            let request = waiter.lock("wake").metrics_label("wakeup_release");
             let guard = request.wait(Duration::from_secs(60)).await;
             (guard, Instant::now())
         }
@@ -37,7 +37,7 @@ async fn waiter_wakes_on_release() {
     let acquired = acquired.expect("waiter acquires");
     let latency = acquired_at - released_at;
     println!("wakeup: acquired {latency:?} after the release");
-    let by_message = ["by=message", "family=wakeup_release"];
+    let by_message = ["by=message", "template=wakeup_release"];
     assert_eq!(
         counter("distlock_wakeups_total", &by_message),
         1,

@@ -150,7 +150,8 @@ impl Cell {
             .await?;
         self.wait_held_in_redis(false).await;
         assert!(!hold.is_held(), "the guard outlived its lease");
-        let next = self.req().try_acquire().await?.expect("free once expired");
+        // Waits (bounded) rather than tries once: under Redlock a slow node may miss one try.
+        let next = self.req().wait(GENEROUS).acquire().await?;
         next.release().await
     }
 
@@ -270,8 +271,12 @@ impl Cell {
 
     /// Acquisitions and holds are counted under the request's label.
     async fn metrics(&self) -> Result<(), LockError> {
-        let label = format!("family={}", self.name);
-        let hold = self.req().family(self.name.clone()).acquire().await?;
+        let label = format!("template={}", self.name);
+        let hold = self
+            .req()
+            .metrics_label(self.name.clone())
+            .acquire()
+            .await?;
         let acquired = counter("distlock_acquisitions_total", &["outcome=acquired", &label]);
         assert!(acquired >= 1, "acquisitions: {acquired}");
         assert!(gauge("distlock_held", &[&label]) >= 1.0);

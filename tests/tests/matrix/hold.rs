@@ -84,9 +84,9 @@ impl Req {
     pub(crate) fn on_lost(self, on_lost: OnLost) -> Self {
         both!(self, |r| r.on_lost(on_lost))
     }
-    pub(crate) fn family(self, family: String) -> Self {
-        let family: Cow<'static, str> = family.into();
-        both!(self, |r| r.family(family))
+    pub(crate) fn metrics_label(self, label: String) -> Self {
+        let label: Cow<'static, str> = label.into();
+        both!(self, |r| r.metrics_label(label))
     }
 
     pub(crate) async fn acquire(self) -> Result<Hold, LockError> {
