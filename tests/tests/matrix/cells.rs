@@ -8,7 +8,7 @@ use distlock_tests::metrics::{counter, gauge};
 use lock_core::{LockClient, LockError, OnLost};
 
 use crate::hold::{Kind, Req};
-use crate::{Clients, Opt, LEASE};
+use crate::{Clients, Opt};
 
 /// True when `error` is the typed answer the docs list for this combination: shared kinds
 /// are refused under Redlock ("Redlock supports exclusive locks and lock_all only"), and
@@ -112,6 +112,7 @@ impl Cell {
             Opt::Metrics => self.metrics().await,
             Opt::ForceRelease => self.force_release().await,
             Opt::Inspect => self.inspect().await,
+            Opt::Macro => self.macro_form().await,
         }
     }
 
@@ -145,21 +146,45 @@ impl Cell {
     async fn lease(&self) -> Result<(), LockError> {
         let hold = self
             .req()
-            .lease(Duration::from_millis(400))
+            .lease(self.clients.leases.short)
             .acquire()
             .await?;
-        self.wait_held_in_redis(false).await;
+        wait_until(
+            "the lease ran out",
+            self.clients.leases.short + GENEROUS,
+            || async { !self.held_in_redis().await.expect("inspect") },
+        )
+        .await;
         assert!(!hold.is_held(), "the guard outlived its lease");
         // Waits (bounded) rather than tries once: under Redlock a slow node may miss one try.
         let next = self.req().wait(GENEROUS).acquire().await?;
         next.release().await
     }
 
-    /// The watchdog renews the client's lease: held after two leases.
+    /// The shortest remaining lease Redis shows among the cell's names.
+    async fn remaining(&self) -> Result<Duration, LockError> {
+        let mut least = Duration::MAX;
+        for name in self.names() {
+            let state = self.client().inspect(name.as_str()).await?;
+            least = least.min(state.remaining_ttl().expect("held with a lease"));
+        }
+        Ok(least)
+    }
+
+    /// The watchdog renews the client's lease: Redis shows the remaining lease raised again
+    /// (a renewal, every 250 ms here), and the hold is still held.
     async fn watchdog(&self) -> Result<(), LockError> {
         let hold = self.req().acquire().await?;
-        // Time passing is the point: only renewals keep the hold this long.
-        tokio::time::sleep(LEASE * 2).await;
+        // The lowest reading so far: a renewal shows as a later reading above it.
+        let least = std::sync::Mutex::new(self.remaining().await?);
+        wait_until("a renewal raised the lease", GENEROUS, || async {
+            let now = self.remaining().await.expect("inspect");
+            let mut least = least.lock().unwrap();
+            let renewed = now > *least;
+            *least = (*least).min(now);
+            renewed
+        })
+        .await;
         assert!(hold.is_held() && self.held_in_redis().await?, "not renewed");
         if self.kind.exclusive() {
             assert!(self.req().try_acquire().await?.is_none());
@@ -242,15 +267,14 @@ impl Cell {
         Ok(())
     }
 
-    /// An extension outlasts the original lease.
+    /// An extension raises an explicit lease: Redis shows more than the original left.
     async fn extend(&self) -> Result<(), LockError> {
-        let hold = self.req().lease(LEASE).acquire().await?;
-        hold.extend(Duration::from_secs(30)).await?;
-        tokio::time::sleep(LEASE * 2).await;
-        assert!(
-            hold.is_held() && self.held_in_redis().await?,
-            "extension lost"
-        );
+        let lease = self.clients.leases.client;
+        let hold = self.req().lease(lease).acquire().await?;
+        hold.extend(lease * 3).await?;
+        let left = self.remaining().await?;
+        assert!(left > lease, "extension not in Redis: {left:?} left");
+        assert!(hold.is_held());
         hold.release().await
     }
 
@@ -311,5 +335,20 @@ impl Cell {
             assert!(shown, "{name}: token {token} not in {state:?}");
         }
         hold.release().await
+    }
+
+    /// `#[distributed_lock]` takes the kind: its body runs under the hold, released after.
+    async fn macro_form(&self) -> Result<(), LockError> {
+        let (locks, name) = (self.client(), self.name.as_str());
+        let held = match self.kind {
+            Kind::Lock => crate::forms::lock(locks, name).await?,
+            Kind::Read => crate::forms::read(locks, name).await?,
+            Kind::Write => crate::forms::write(locks, name).await?,
+            Kind::Semaphore => crate::forms::semaphore(locks, name).await?,
+            Kind::LockAll => crate::forms::lock_all(locks, name).await?,
+        };
+        assert!(held, "the body ran without the hold");
+        self.wait_held_in_redis(false).await;
+        Ok(())
     }
 }

@@ -7,6 +7,7 @@
 //! as WRONGTYPE.
 
 mod cells;
+mod forms;
 mod hold;
 
 use std::time::{Duration, Instant};
@@ -29,7 +30,7 @@ const KINDS: [Kind; 5] = [
 ];
 
 /// The request options and client settings each kind meets.
-const OPTIONS: [Opt; 13] = [
+const OPTIONS: [Opt; 14] = [
     Opt::Wait,
     Opt::TryAcquire,
     Opt::Lease,
@@ -43,6 +44,7 @@ const OPTIONS: [Opt; 13] = [
     Opt::Metrics,
     Opt::ForceRelease,
     Opt::Inspect,
+    Opt::Macro,
 ];
 
 /// One option or setting.
@@ -61,10 +63,30 @@ pub(crate) enum Opt {
     Metrics,
     ForceRelease,
     Inspect,
+    /// The kind taken by `#[distributed_lock]`.
+    Macro,
 }
 
-/// The lease of the matrix's clients: short, so the watchdog must renew within a cell.
-pub(crate) const LEASE: Duration = Duration::from_secs(2);
+/// The lease of the matrix's clients, and the explicit lease of the cells that let one run
+/// out. Redlock's per-node timeout is a hundredth of the lease (at least 50 ms): its
+/// clients get longer leases, so a loaded machine still answers in time.
+#[derive(Clone, Copy)]
+pub(crate) struct Leases {
+    pub(crate) client: Duration,
+    pub(crate) short: Duration,
+}
+
+const LEASES: Leases = Leases {
+    client: Duration::from_secs(2),
+    short: Duration::from_millis(400),
+};
+const REDLOCK_LEASES: Leases = Leases {
+    client: Duration::from_secs(20),
+    short: Duration::from_secs(6),
+};
+/// How often the watchdog renews: well within either lease, so a cell sees a renewal soon.
+const WATCHDOG_EVERY: Duration = Duration::from_millis(250);
+
 /// Cells of one topology running at once: enough to finish in seconds, few enough that a
 /// loaded 2-core machine answers Redlock's 50 ms node timeouts.
 const AT_ONCE: usize = 8;
@@ -73,6 +95,7 @@ const AT_ONCE: usize = 8;
 /// build's answer: Redlock refuses it).
 pub(crate) struct Clients {
     pub(crate) topology: &'static str,
+    pub(crate) leases: Leases,
     pub(crate) plain: LockClient,
     /// Builds a client with `min_replicas`.
     pub(crate) replicated: Box<dyn Fn() -> Result<LockClient, LockError> + Send + Sync>,
@@ -81,17 +104,23 @@ pub(crate) struct Clients {
 impl Clients {
     fn new(
         topology: &'static str,
+        leases: Leases,
         builder: impl Fn() -> LockClientBuilder + Send + Sync + 'static,
     ) -> Self {
-        let plain = builder().lease(LEASE).build().expect("valid client");
-        let replicated = Box::new(move || {
+        let configured = move || {
             builder()
-                .lease(LEASE)
+                .lease(leases.client)
+                .watchdog_interval(WATCHDOG_EVERY)
+        };
+        let plain = configured().build().expect("valid client");
+        let replicated = Box::new(move || {
+            configured()
                 .min_replicas(1, Duration::from_secs(10))
                 .build()
         });
         Self {
             topology,
+            leases,
             plain,
             replicated,
         }
@@ -148,14 +177,14 @@ async fn single_server() {
         .args(["--replicaof", "127.0.0.1", &master.port().to_string()])
         .start();
     let url = master.url();
-    run_matrix(Clients::new("single", move || builder(&url))).await;
+    run_matrix(Clients::new("single", LEASES, move || builder(&url))).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster() {
     let cluster = RedisCluster::start(3, 1);
     let seeds = cluster.seed_urls();
-    let clients = Clients::new("cluster", move || {
+    let clients = Clients::new("cluster", LEASES, move || {
         LockClient::cluster(seeds.clone()).command_timeout(Duration::from_secs(5))
     });
     run_matrix(clients).await;
@@ -165,7 +194,7 @@ async fn cluster() {
 async fn sentinel() {
     let set = RedisSentinels::start();
     let sentinels = set.sentinel_urls();
-    let clients = Clients::new("sentinel", move || {
+    let clients = Clients::new("sentinel", LEASES, move || {
         LockClient::sentinel(sentinels.clone(), SERVICE).command_timeout(Duration::from_secs(5))
     });
     run_matrix(clients).await;
@@ -175,7 +204,7 @@ async fn sentinel() {
 async fn redlock() {
     let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let clients = Clients::new("redlock", move || {
+    let clients = Clients::new("redlock", REDLOCK_LEASES, move || {
         LockClient::redlock(urls.clone()).command_timeout(Duration::from_secs(5))
     });
     run_matrix(clients).await;
