@@ -45,17 +45,18 @@ impl From<redis::RedisError> for ApiError {
 }
 
 impl IntoResponse for ApiError {
+    /// A lock error answers as lock-core's `axum` answer does (409 busy, 503 unavailable or
+    /// lost, …) with a body that never names the holder; the error's own text, which names
+    /// the holder's service, host and pid, stays in the logs. A Redis error says no more.
     fn into_response(self) -> Response {
         match self {
-            ApiError::Lock(e) if e.is_wait_timeout() => (StatusCode::CONFLICT, e.to_string()),
-            ApiError::Lock(e) if e.is_unavailable() => {
-                (StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            ApiError::Lock(e) => e.into_response(),
+            ApiError::Redis(e) => {
+                eprintln!("redis failed: {e}");
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
             }
-            ApiError::Lock(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-            ApiError::Redis(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-            ApiError::SoldOut => (StatusCode::GONE, "sold out".to_owned()),
+            ApiError::SoldOut => (StatusCode::GONE, "sold out").into_response(),
         }
-        .into_response()
     }
 }
 

@@ -99,8 +99,9 @@
 //!
 //! # Metrics
 //! With the `metrics` feature, the client reports through the [`metrics`](https://docs.rs/metrics)
-//! facade (install any exporter, e.g. Prometheus). Every series is labelled by `family`, the
-//! key template of the lock ([`LockRequest::family`]), never by the lock's name. Every
+//! facade (install any exporter, e.g. Prometheus). Every series is labelled `template`, the
+//! request's metrics label: the key template of the lock
+//! ([`LockRequest::metrics_label`]), never the lock's name. Every
 //! series is described (`# HELP`) when a client is built:
 //!
 //! | name | kind | labels | what |
@@ -169,14 +170,15 @@ pub use job::request::JobRequest;
 pub use lock::guard::{LockGuard, Lost, Release};
 pub use lock::guarded::{Guarded, GuardedRun};
 pub use lock::multi::{MultiLockGuard, MultiLockRequest, MultiLost};
-pub use lock::request::{LockRequest, OnLost};
+pub use lock::options::OnLost;
+pub use lock::request::LockRequest;
 pub use lock::scope::{
     current_lock, scope, with_lock_info, InScope, LockInfo, OwnerScope, WithLockInfo,
 };
 pub use lock_template::{encode_value, TemplateError};
 pub use ops::inspect::{Holding, LockState};
 pub use protocol::holder::HolderInfo;
-pub use protocol::mode::LockMode;
+pub use protocol::kind::mode::LockMode;
 pub use protocol::name::LockName;
 pub use protocol::template::KeyTemplate;
 

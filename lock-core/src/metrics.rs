@@ -1,9 +1,9 @@
 //! Metrics through the `metrics` facade (feature `metrics`): any exporter works. Without the
 //! feature every hook is an empty function.
 //!
-//! Every metric is labelled by the lock's `family` (see
-//! [`LockRequest::family`](crate::LockRequest::family)), never by the lock's name, so the
-//! number of series stays bounded. The names are listed in the crate documentation.
+//! Every metric is labelled `template=` with the request's metrics label (see
+//! [`LockRequest::metrics_label`](crate::LockRequest::metrics_label)): the key template a
+//! name was made from, never the lock's name, so the number of series stays bounded. The names are listed in the crate documentation.
 #![cfg_attr(not(feature = "metrics"), allow(dead_code))]
 
 use std::borrow::Cow;
@@ -11,11 +11,15 @@ use std::time::Duration;
 
 use crate::error::LockError;
 
-/// A bounded label: the key template a lock name was made from, or [`DEFAULT_FAMILY`].
-pub(crate) type Family = Cow<'static, str>;
+/// A bounded label value: the key template a lock name was made from, or
+/// [`DEFAULT_LABEL`].
+pub(crate) type MetricsLabel = Cow<'static, str>;
 
-/// The family of requests that name none.
-pub(crate) const DEFAULT_FAMILY: &str = "default";
+/// The label of requests that name none.
+pub(crate) const DEFAULT_LABEL: &str = "default";
+
+/// The label's key.
+pub(crate) const LABEL: &str = "template";
 
 /// Acquisition attempts by outcome (`acquired`, `timeout`, `unavailable`).
 pub(crate) const ACQUISITIONS: &str = "distlock_acquisitions_total";
@@ -81,7 +85,7 @@ pub(crate) fn describe() {
 /// An acquisition ended: records its outcome, wait and contention. Re-entries, invalid
 /// input and cancelled acquisitions are not acquisitions and record nothing.
 pub(crate) fn acquisition(
-    family: &Family,
+    label: &MetricsLabel,
     result: Result<(), &LockError>,
     waited: Duration,
     contended: bool,
@@ -95,65 +99,65 @@ pub(crate) fn acquisition(
             Err(_) => return,
         };
         let outcome = Some(("outcome", outcome));
-        record::counter(ACQUISITIONS, family, outcome).increment(1);
-        record::histogram(WAIT_SECONDS, family, outcome).record(waited.as_secs_f64());
+        record::counter(ACQUISITIONS, label, outcome).increment(1);
+        record::histogram(WAIT_SECONDS, label, outcome).record(waited.as_secs_f64());
         if contended {
-            record::counter(CONTENDED, family, None).increment(1);
+            record::counter(CONTENDED, label, None).increment(1);
         }
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = (family, result, waited, contended);
+    let _ = (label, result, waited, contended);
 }
 
 /// A waiter woke up, `by` a `"message"` or the holder's `"ttl"`.
-pub(crate) fn woken(family: &Family, by: &'static str) {
+pub(crate) fn woken(label: &MetricsLabel, by: &'static str) {
     #[cfg(feature = "metrics")]
-    record::counter(WAKEUPS, family, Some(("by", by))).increment(1);
+    record::counter(WAKEUPS, label, Some(("by", by))).increment(1);
     #[cfg(not(feature = "metrics"))]
-    let _ = (family, by);
+    let _ = (label, by);
 }
 
 /// A hold began (a fresh acquisition in Redis, not a re-entry).
-pub(crate) fn hold_started(family: &Family) {
+pub(crate) fn hold_started(label: &MetricsLabel) {
     #[cfg(feature = "metrics")]
-    record::gauge(HELD, family).increment(1.0);
+    record::gauge(HELD, label).increment(1.0);
     #[cfg(not(feature = "metrics"))]
-    let _ = family;
+    let _ = label;
 }
 
 /// A hold ended (released or lost) after `held_for`; called once per hold.
-pub(crate) fn hold_ended(family: &Family, held_for: Duration) {
+pub(crate) fn hold_ended(label: &MetricsLabel, held_for: Duration) {
     #[cfg(feature = "metrics")]
     {
-        record::gauge(HELD, family).decrement(1.0);
-        record::histogram(HOLD_SECONDS, family, None).record(held_for.as_secs_f64());
+        record::gauge(HELD, label).decrement(1.0);
+        record::histogram(HOLD_SECONDS, label, None).record(held_for.as_secs_f64());
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = (family, held_for);
+    let _ = (label, held_for);
 }
 
 /// Redis confirmed a renewal of one lock.
-pub(crate) fn renewed(family: &Family) {
+pub(crate) fn renewed(label: &MetricsLabel) {
     #[cfg(feature = "metrics")]
-    record::counter(RENEWALS, family, None).increment(1);
+    record::counter(RENEWALS, label, None).increment(1);
     #[cfg(not(feature = "metrics"))]
-    let _ = family;
+    let _ = label;
 }
 
 /// A renewal of one lock got no answer (Redis error or timeout).
-pub(crate) fn renewal_failed(family: &Family) {
+pub(crate) fn renewal_failed(label: &MetricsLabel) {
     #[cfg(feature = "metrics")]
-    record::counter(RENEWAL_FAILURES, family, None).increment(1);
+    record::counter(RENEWAL_FAILURES, label, None).increment(1);
     #[cfg(not(feature = "metrics"))]
-    let _ = family;
+    let _ = label;
 }
 
 /// A hold was lost.
-pub(crate) fn lost(family: &Family) {
+pub(crate) fn lost(label: &MetricsLabel) {
     #[cfg(feature = "metrics")]
-    record::counter(LOST, family, None).increment(1);
+    record::counter(LOST, label, None).increment(1);
     #[cfg(not(feature = "metrics"))]
-    let _ = family;
+    let _ = label;
 }
 
 /// Registration with the current recorder, as the `metrics` macros do, but with the keys of
@@ -164,7 +168,7 @@ pub(crate) fn lost(family: &Family) {
 mod record {
     use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata};
 
-    use super::{Family, DEFAULT_FAMILY};
+    use super::{MetricsLabel, DEFAULT_LABEL, LABEL};
 
     /// A label besides the family: its name and value.
     type Extra = Option<(&'static str, &'static str)>;
@@ -172,43 +176,43 @@ mod record {
     static METADATA: Metadata<'static> =
         Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
 
-    pub(super) fn counter(name: &'static str, family: &Family, extra: Extra) -> Counter {
-        let key = key(name, family, extra);
+    pub(super) fn counter(name: &'static str, label: &MetricsLabel, extra: Extra) -> Counter {
+        let key = key(name, label, extra);
         metrics::with_recorder(|recorder| recorder.register_counter(&key, &METADATA))
     }
 
-    pub(super) fn gauge(name: &'static str, family: &Family) -> Gauge {
-        let key = key(name, family, None);
+    pub(super) fn gauge(name: &'static str, label: &MetricsLabel) -> Gauge {
+        let key = key(name, label, None);
         metrics::with_recorder(|recorder| recorder.register_gauge(&key, &METADATA))
     }
 
-    pub(super) fn histogram(name: &'static str, family: &Family, extra: Extra) -> Histogram {
-        let key = key(name, family, extra);
+    pub(super) fn histogram(name: &'static str, label: &MetricsLabel, extra: Extra) -> Histogram {
+        let key = key(name, label, extra);
         metrics::with_recorder(|recorder| recorder.register_histogram(&key, &METADATA))
     }
 
     /// `name` labelled by `family` and `extra`.
-    fn key(name: &'static str, family: &Family, extra: Extra) -> Key {
-        if let Some(labels) = default_labels(family, extra) {
+    fn key(name: &'static str, label: &MetricsLabel, extra: Extra) -> Key {
+        if let Some(labels) = default_labels(label, extra) {
             return Key::from_static_parts(name, labels);
         }
-        let family = Label::new("family", family.clone());
+        let label = Label::new(LABEL, label.clone());
         let extra = extra.map(|(key, value)| Label::from_static_parts(key, value));
-        Key::from_parts(name, [family].into_iter().chain(extra).collect::<Vec<_>>())
+        Key::from_parts(name, [label].into_iter().chain(extra).collect::<Vec<_>>())
     }
 
     /// The labels of the default family with `extra`, if it is one of the labels used.
-    fn default_labels(family: &Family, extra: Extra) -> Option<&'static [Label]> {
-        const FAMILY: Label = Label::from_static_parts("family", DEFAULT_FAMILY);
-        static ALONE: [Label; 1] = [FAMILY];
+    fn default_labels(label: &MetricsLabel, extra: Extra) -> Option<&'static [Label]> {
+        const TEMPLATE: Label = Label::from_static_parts(LABEL, DEFAULT_LABEL);
+        static ALONE: [Label; 1] = [TEMPLATE];
         static WITH: [[Label; 2]; 5] = [
-            [FAMILY, Label::from_static_parts("outcome", "acquired")],
-            [FAMILY, Label::from_static_parts("outcome", "timeout")],
-            [FAMILY, Label::from_static_parts("outcome", "unavailable")],
-            [FAMILY, Label::from_static_parts("by", "message")],
-            [FAMILY, Label::from_static_parts("by", "ttl")],
+            [TEMPLATE, Label::from_static_parts("outcome", "acquired")],
+            [TEMPLATE, Label::from_static_parts("outcome", "timeout")],
+            [TEMPLATE, Label::from_static_parts("outcome", "unavailable")],
+            [TEMPLATE, Label::from_static_parts("by", "message")],
+            [TEMPLATE, Label::from_static_parts("by", "ttl")],
         ];
-        if family != DEFAULT_FAMILY {
+        if label != DEFAULT_LABEL {
             return None;
         }
         let Some((key, value)) = extra else {
@@ -224,8 +228,8 @@ mod record {
 
         /// The static keys are the ones the macros would build, and cover every label used.
         #[test]
-        fn default_family_keys_are_static_and_the_same() {
-            let family = Family::Borrowed(DEFAULT_FAMILY);
+        fn default_label_keys_are_static_and_the_same() {
+            let label = MetricsLabel::Borrowed(DEFAULT_LABEL);
             for extra in [
                 None,
                 Some(("outcome", "acquired")),
@@ -234,12 +238,12 @@ mod record {
                 Some(("by", "message")),
                 Some(("by", "ttl")),
             ] {
-                assert!(default_labels(&family, extra).is_some(), "{extra:?}");
-                let mut labels = vec![Label::new("family", DEFAULT_FAMILY)];
+                assert!(default_labels(&label, extra).is_some(), "{extra:?}");
+                let mut labels = vec![Label::new(LABEL, DEFAULT_LABEL)];
                 labels.extend(extra.map(|(k, v)| Label::new(k, v)));
-                assert_eq!(key("m", &family, extra), Key::from_parts("m", labels));
+                assert_eq!(key("m", &label, extra), Key::from_parts("m", labels));
             }
-            assert!(default_labels(&Family::Borrowed("item_<id>"), None).is_none());
+            assert!(default_labels(&MetricsLabel::Borrowed("item_<id>"), None).is_none());
         }
     }
 }

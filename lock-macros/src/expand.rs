@@ -216,7 +216,7 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
             let #request = #request_expr
                 #wait
                 // Metrics are labelled by the template, never by the rendered name.
-                .family(#family)
+                .metrics_label(#family)
                 .on_lost(#on_lost);
             // Boxed: the caller's future stays small however deep locked calls nest.
             match ::std::boxed::Box::pin(#request.run(#body)).await {

@@ -128,8 +128,8 @@ use proc_macro::TokenStream;
 ///   Anything else is a compile error that says so, on the return type.
 /// - Its future is `Send` whenever the body's is, so it can be spawned and used directly as
 ///   an axum handler.
-/// - Each call makes one heap allocation: the lock's work is boxed, so a chain of nested
-///   locked calls does not multiply the size of the caller's future.
+/// - The lock's work is boxed, so a chain of nested locked calls does not multiply the size
+///   of the caller's future (each call allocates that box, beside the acquisition's own).
 /// - It stacks with other attributes such as `#[tracing::instrument]`: placed above
 ///   `#[distributed_lock]`, the span also covers waiting for the lock.
 ///
@@ -163,7 +163,7 @@ use proc_macro::TokenStream;
 ///     let request = ::lock_core::LockClient::lock(&app.locks, name)
 ///         .wait(::core::time::Duration::from_millis(2000))
 ///         // Metrics are labelled by the template, never by the rendered name.
-///         .family("item_<id>")
+///         .metrics_label("item_<id>")
 ///         .on_lost(::lock_core::OnLost::Abort);
 ///     let body = async move {
 ///         // Never runs: pins the block's output to the declared type, so type errors and

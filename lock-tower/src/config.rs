@@ -182,7 +182,9 @@ impl Config {
             Hold::ReadWriteByMethod => self.client.write_lock(name),
             Hold::Permit { permits, .. } => self.client.semaphore(name, permits),
         };
-        let mut lock = lock.on_lost(self.on_lost).family(self.family.clone());
+        let mut lock = lock
+            .on_lost(self.on_lost)
+            .metrics_label(self.family.clone());
         if let Some(id) = request_id(request) {
             lock = lock.request_id(id);
         }

@@ -318,14 +318,20 @@ impl LockLayerBuilder {
     }
 
     /// The metrics label of this layer's locks (see
-    /// [`LockRequest::family`](lock_core::LockRequest::family)): a bounded name for the kind
-    /// of lock, never the rendered key. A `&'static str` is used without copying.
+    /// [`LockRequest::metrics_label`](lock_core::LockRequest::metrics_label)): a bounded name
+    /// for the kind of lock, never the rendered key. A `&'static str` is used without copying.
     ///
     /// # Default
     /// The key template (`"item_<id:u64>"`); `"lock-tower"` with a [`key_fn`](Self::key_fn).
-    pub fn family(mut self, family: impl Into<Cow<'static, str>>) -> Self {
-        self.family = Some(family.into());
+    pub fn metrics_label(mut self, label: impl Into<Cow<'static, str>>) -> Self {
+        self.family = Some(label.into());
         self
+    }
+
+    /// The old name of [`metrics_label`](Self::metrics_label).
+    #[deprecated(note = "renamed `metrics_label`: \"family\" names the lock family")]
+    pub fn family(self, family: impl Into<Cow<'static, str>>) -> Self {
+        self.metrics_label(family)
     }
 
     /// Takes the read side of the name's read-write lock for requests with a safe method

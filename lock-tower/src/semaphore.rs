@@ -128,8 +128,14 @@ impl SemaphoreLayerBuilder {
         fn on_outage(policy: OutagePolicy);
         /// What to do when a permit is lost: see [`LockLayerBuilder::on_lost`].
         fn on_lost(on_lost: OnLost);
-        /// The metrics label: see [`LockLayerBuilder::family`].
-        fn family(family: impl Into<Cow<'static, str>>);
+        /// The metrics label: see [`LockLayerBuilder::metrics_label`].
+        fn metrics_label(label: impl Into<Cow<'static, str>>);
+    }
+
+    /// The old name of [`metrics_label`](Self::metrics_label).
+    #[deprecated(note = "renamed `metrics_label`: \"family\" names the lock family")]
+    pub fn family(self, family: impl Into<Cow<'static, str>>) -> Self {
+        self.metrics_label(family)
     }
 
     /// Parses a placeholder's value as a `T`: see [`LockLayerBuilder::parse_as`].

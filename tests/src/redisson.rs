@@ -131,13 +131,20 @@ impl RedissonLock {
         }
     }
 
-    /// The release messages of this lock's channel, subscribed before this returns.
+    /// The release messages of this lock's channel, subscribed before this returns: each
+    /// decoded as Redisson does (a `Long`, panicking otherwise), and only those Redisson
+    /// wakes on (`0`, `1`).
     async fn subscribe(&self) -> futures_util::stream::BoxStream<'static, ()> {
+        let wakes = |payload: &[u8]| std::future::ready(RedissonMessage::decode(payload).wakes());
         match &self.conn {
             Conn::Single(_, client) => {
                 let mut pubsub = client.get_async_pubsub().await.expect("pubsub");
                 pubsub.subscribe(self.channel()).await.expect("subscribe");
-                pubsub.into_on_message().map(|_| ()).boxed()
+                pubsub
+                    .into_on_message()
+                    .filter(move |message| wakes(message.get_payload_bytes()))
+                    .map(|_| ())
+                    .boxed()
             }
             Conn::Cluster(_, seeds) => {
                 let (pushes, mut received) = tokio::sync::mpsc::unbounded_channel();
@@ -151,8 +158,15 @@ impl RedissonLock {
                     .expect("connect");
                 conn.ssubscribe(self.channel()).await.expect("ssubscribe");
                 futures_util::stream::poll_fn(move |cx| received.poll_recv(cx))
-                    .filter(|push: &redis::PushInfo| {
-                        std::future::ready(push.kind == PushKind::SMessage)
+                    .filter(move |push: &redis::PushInfo| {
+                        let payload = match push.data.get(1) {
+                            Some(Value::BulkString(bytes)) => Some(bytes.as_slice()),
+                            _ => None,
+                        };
+                        match (push.kind == PushKind::SMessage, payload) {
+                            (true, Some(payload)) => wakes(payload),
+                            _ => std::future::ready(false),
+                        }
                     })
                     // The connection lives as long as the stream.
                     .map(move |_| {
@@ -265,7 +279,9 @@ impl RedissonRwLock {
         let deadline = tokio::time::Instant::now() + bound;
         let mut pubsub = self.client.get_async_pubsub().await.expect("pubsub");
         pubsub.subscribe(self.channel()).await.expect("subscribe");
-        let mut messages = pubsub.into_on_message();
+        let mut messages = pubsub.into_on_message().filter(|message| {
+            std::future::ready(RedissonMessage::decode(message.get_payload_bytes()).wakes())
+        });
         loop {
             let Some(ttl) = self.try_write(lease).await else {
                 return;
@@ -321,6 +337,53 @@ impl RedissonRwLock {
     }
 }
 
+/// A message on a Redisson lock's channel, read as Redisson's `LockPubSub` reads it: its
+/// `LongCodec` decodes the payload as a decimal 64-bit integer (an `ERROR Unable to decode
+/// data` with a `NumberFormatException` otherwise, and the messages behind it unread), then
+/// `0` releases a waiter, `1` (a write lock's or read lock's release) all of them, and any
+/// other number nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RedissonMessage {
+    /// `0`: `UNLOCK_MESSAGE`.
+    Unlock,
+    /// `1`: `READ_UNLOCK_MESSAGE`.
+    ReadUnlock,
+    /// Any other number: ignored.
+    Ignored(i64),
+}
+
+impl RedissonMessage {
+    /// Decodes `payload` as Redisson's `LongCodec` does (`Long.parseLong`).
+    ///
+    /// # Panics
+    /// When Redisson could not decode it: it would log an error and drop what follows.
+    pub fn decode(payload: &[u8]) -> Self {
+        let text = std::str::from_utf8(payload).ok();
+        // `Long.parseLong`: an optional sign, then ASCII digits only.
+        let digits = text.map(|t| t.strip_prefix(['-', '+']).unwrap_or(t));
+        let value = match (text, digits) {
+            (Some(text), Some(d)) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => {
+                text.parse::<i64>().ok()
+            }
+            _ => None,
+        };
+        match value {
+            Some(0) => Self::Unlock,
+            Some(1) => Self::ReadUnlock,
+            Some(n) => Self::Ignored(n),
+            None => panic!(
+                "Redisson cannot decode {:?} on its lock channel (NumberFormatException)",
+                String::from_utf8_lossy(payload)
+            ),
+        }
+    }
+
+    /// True when Redisson's waiters wake on it.
+    pub fn wakes(self) -> bool {
+        !matches!(self, Self::Ignored(_))
+    }
+}
+
 /// A random UUID-shaped id, as Redisson's connection manager id.
 fn uuid_like() -> String {
     use std::collections::hash_map::RandomState;
@@ -337,4 +400,33 @@ fn uuid_like() -> String {
         (b >> 12) & 0xfff,
         b >> 16 & 0xffff_ffff_ffff
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RedissonMessage;
+
+    #[test]
+    fn payloads_decode_as_redissons_long_codec_reads_them() {
+        assert_eq!(RedissonMessage::decode(b"0"), RedissonMessage::Unlock);
+        assert_eq!(RedissonMessage::decode(b"1"), RedissonMessage::ReadUnlock);
+        assert_eq!(
+            RedissonMessage::decode(b"12345"),
+            RedissonMessage::Ignored(12345)
+        );
+        assert!(!RedissonMessage::decode(b"-7").wakes());
+    }
+
+    /// The negative control: what distlock once published there must not decode.
+    #[test]
+    #[should_panic(expected = "NumberFormatException")]
+    fn a_grant_message_does_not_decode() {
+        RedissonMessage::decode(b"distlock:grant:3db65fe7:17:1795436339923456");
+    }
+
+    #[test]
+    #[should_panic(expected = "NumberFormatException")]
+    fn a_number_past_64_bits_does_not_decode() {
+        RedissonMessage::decode(b"99999999999999999999");
+    }
 }

@@ -1,4 +1,4 @@
-//! Heap allocations of one uncontended acquire + release on one server (issue 12, item 3):
+//! Heap allocations of one uncontended acquire + release on one server:
 //! a counting global allocator sees every allocation of the process — the library's, redis'
 //! and tokio's, on every thread — during a window in which the test itself allocates nothing.
 //!

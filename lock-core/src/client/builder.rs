@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::client::config::{self, check_lease, Config};
 use crate::client::handle::LockClient;
 use crate::error::LockError;
+use crate::lock::config::{self, check_lease, Config};
 use crate::protocol::holder::HolderConfig;
 use crate::protocol::scripts::Publish;
 use crate::transport::connect::{Tls, Topology};

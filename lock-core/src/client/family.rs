@@ -2,10 +2,12 @@
 //! lock's [`LockClient::lock`] is in [`handle`](crate::client::handle); these are the
 //! client's other ways to hold a name.
 
+use std::sync::Arc;
+
 use crate::client::handle::LockClient;
 use crate::lock::multi::MultiLockRequest;
 use crate::lock::request::LockRequest;
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::{READ, SEMAPHORE, WRITE};
 use crate::protocol::name::LockName;
 
 impl LockClient {
@@ -31,14 +33,14 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn read_lock(&self, name: impl Into<LockName>) -> LockRequest {
-        LockRequest::new(self.clone(), name.into(), LockMode::Read)
+        LockRequest::new(Arc::clone(&self.inner), name.into(), &READ)
     }
 
     /// Starts a request for the write side of the read-write lock `name`: held alone, with
     /// no reader and no other writer; see [`read_lock`](Self::read_lock). Its fencing token
     /// is above every token issued before for the name, to readers and writers alike.
     pub fn write_lock(&self, name: impl Into<LockName>) -> LockRequest {
-        LockRequest::new(self.clone(), name.into(), LockMode::Write)
+        LockRequest::new(Arc::clone(&self.inner), name.into(), &WRITE)
     }
 
     /// Starts a request for one permit of the semaphore `name`, of which at most `permits`
@@ -65,7 +67,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn semaphore(&self, name: impl Into<LockName>, permits: u32) -> LockRequest {
-        LockRequest::new(self.clone(), name.into(), LockMode::Permit).permits(permits)
+        LockRequest::new(Arc::clone(&self.inner), name.into(), &SEMAPHORE).permits(permits)
     }
 
     /// Starts a request for several locks at once, all or nothing: a transfer locks both
@@ -88,6 +90,9 @@ impl LockClient {
         I: IntoIterator<Item = N>,
         N: Into<LockName>,
     {
-        MultiLockRequest::new(self.clone(), names.into_iter().map(Into::into).collect())
+        MultiLockRequest::new(
+            Arc::clone(&self.inner),
+            names.into_iter().map(Into::into).collect(),
+        )
     }
 }

@@ -3,14 +3,14 @@
 //!
 //! Where `impl LockClient` lives: [`handle`] holds the block for making a client and taking
 //! the exclusive lock, [`family`] the block for read-write locks, semaphores and
-//! multi-locks, [`health`] the readiness probe; the shutdown is in `lock::shutdown`, and the
-//! operator's tools (inspect, list, force release) in [`crate::ops`], so that this module
-//! does not depend on the operations built on it.
-//! `LockClientBuilder` and `ClientInner` have all their impls in their own file.
+//! multi-locks, [`health`] the readiness probe and `shutdown` the end of every hold; the
+//! operator's tools (inspect, list, force release) are the one other block, in
+//! [`crate::ops`], so that this module does not depend on the operations built on it.
+//! `LockClientBuilder` has all its impls in its own file.
 
 pub(crate) mod builder;
-pub(crate) mod config;
 pub(crate) mod default;
 pub(crate) mod family;
 pub(crate) mod handle;
 pub(crate) mod health;
+pub(crate) mod shutdown;

@@ -2,13 +2,14 @@
 
 use std::iter;
 
-use crate::client::handle::{ClientInner, LockClient};
+use crate::client::handle::LockClient;
 use crate::election::leader::{self, Leader};
 use crate::election::leadership::{proclaim, Leadership};
 use crate::election::observe::Observe;
 use crate::error::LockError;
+use crate::lock::engine::Engine;
 use crate::lock::scope::Scope;
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::EXCLUSIVE;
 use crate::protocol::name::{LockKeys, LockName};
 
 /// The metrics label of elections' holds.
@@ -46,6 +47,13 @@ pub struct Election {
     client: LockClient,
     name: LockName,
     value: Option<String>,
+}
+
+impl LockClient {
+    /// The leader election on the name `name` (see [`Election`](crate::Election)).
+    pub fn election(&self, name: impl Into<LockName>) -> Election {
+        Election::new(self.clone(), name.into())
+    }
 }
 
 impl Election {
@@ -97,7 +105,11 @@ impl Election {
         }
         loop {
             let request = self.client.lock(self.name.clone());
-            let guard = request.wait_forever().family(FAMILY).acquire().await?;
+            let guard = request
+                .wait_forever()
+                .metrics_label(FAMILY)
+                .acquire()
+                .await?;
             match proclaim(&guard, self.value.as_deref()).await {
                 Ok(()) => return Ok(Leadership::new(guard, self.value.clone())),
                 // The term ended before it was announced: campaign again.
@@ -140,14 +152,14 @@ impl Election {
 
     /// The keys of the election: one Redis only.
     fn keys(&self) -> Result<LockKeys, LockError> {
-        let inner: &ClientInner = &self.client.inner;
+        let inner: &Engine = &self.client.inner;
         if inner.nodes.len() > 1 {
             return Err(self.invalid(
                 "elections need one Redis (a server, Sentinel or a Cluster): under Redlock \
                  no single record names the leader",
             ));
         }
-        inner.keys(&self.name, LockMode::Exclusive)
+        inner.keys(&self.name, &EXCLUSIVE)
     }
 
     fn invalid(&self, reason: &str) -> LockError {

@@ -2,8 +2,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::client::handle::ClientInner;
 use crate::error::LockError;
+use crate::lock::engine::Engine;
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::scripts::fleet::{self, LeaderReply};
@@ -76,7 +76,7 @@ impl Leader {
 /// # Errors
 /// The Redis errors.
 pub(crate) async fn read(
-    client: &ClientInner,
+    client: &Engine,
     name: &LockName,
     keys: &LockKeys,
 ) -> Result<Option<Leader>, LockError> {

@@ -12,9 +12,9 @@ use std::time::Duration;
 use futures_util::stream::{self, BoxStream, Stream, StreamExt as _};
 use tokio::time::Instant;
 
-use crate::client::handle::ClientInner;
 use crate::election::leader::{self, Leader};
 use crate::error::LockError;
+use crate::lock::engine::Engine;
 use crate::lock::scope::next_owner_number;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::transport::waiters::Subscription;
@@ -35,7 +35,7 @@ pub struct Observe {
 
 impl Observe {
     pub(crate) fn new(
-        client: Arc<ClientInner>,
+        client: Arc<Engine>,
         name: LockName,
         keys: Result<LockKeys, LockError>,
     ) -> Self {
@@ -81,7 +81,7 @@ impl fmt::Debug for Observe {
 
 /// What the stream keeps between changes.
 struct Watch {
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
     name: LockName,
     keys: LockKeys,
     /// The subscription's owner id (it is never granted anything).
@@ -109,8 +109,10 @@ impl Watch {
                 // Subscribed before the first read: nothing announced after it is missed.
                 let timeout = self.client.config.command_timeout;
                 let waiters = &self.client.waiters;
-                let channel = self.keys.channel();
-                self.subscription = Some(waiters.subscribe(channel, &self.owner, timeout).await);
+                // The release channel only: an election's announcements travel there.
+                let keys = &self.keys;
+                self.subscription =
+                    Some(waiters.subscribe(keys, &self.owner, timeout, false).await);
             }
             match leader::read(&self.client, &self.name, &self.keys).await {
                 Ok(now) => {

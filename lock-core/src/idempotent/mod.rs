@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use crate::client::handle::LockClient;
 use crate::error::{bounded, LockError};
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::EXCLUSIVE;
 use crate::protocol::name::LockName;
 
 use error::IdempotencyError;
@@ -148,7 +148,7 @@ impl Idempotency {
         }
         let mut lock = (self.client.lock(self.key.clone()))
             .wait(Duration::ZERO)
-            .family(FAMILY);
+            .metrics_label(FAMILY);
         if let Some(lease) = self.lease {
             lock = lock.lease(lease);
         }
@@ -178,7 +178,7 @@ impl Idempotency {
 
     /// The record's key: `distlock__idem:{<lock key>}`, in the lock's slot.
     fn record_key(&self) -> Result<Vec<u8>, LockError> {
-        let keys = self.client.inner.keys(&self.key, LockMode::Exclusive)?;
+        let keys = self.client.inner.keys(&self.key, &EXCLUSIVE)?;
         Ok([RECORD_PREFIX.as_bytes(), b"{", keys.lock(), b"}"].concat())
     }
 

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -13,10 +14,11 @@ use crate::error::LockError;
 use crate::job::linger::Lingering;
 use crate::job::outcome::{JobOutcome, Skipped};
 use crate::lock::guarded::GuardedRun;
-use crate::lock::request::{LockRequest, OnLost};
+use crate::lock::options::OnLost;
+use crate::lock::request::LockRequest;
 use crate::lock::scope::scope;
 use crate::lock::time::later;
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::EXCLUSIVE;
 use crate::protocol::name::LockName;
 
 /// One fire of a job that must run on one instance of the fleet: made by
@@ -55,6 +57,14 @@ pub struct JobRequest {
     on_lost: OnLost,
 }
 
+impl LockClient {
+    /// Starts a scheduled job's fire on the name `name`: run once across the fleet,
+    /// skipped where the name is held (see [`JobRequest`](crate::JobRequest)).
+    pub fn job(&self, name: impl Into<LockName>) -> JobRequest {
+        JobRequest::new(self.clone(), name.into())
+    }
+}
+
 impl fmt::Debug for JobRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JobRequest")
@@ -67,7 +77,8 @@ impl fmt::Debug for JobRequest {
 impl JobRequest {
     pub(crate) fn new(client: LockClient, name: LockName) -> Self {
         Self {
-            request: LockRequest::new(client, name, LockMode::Exclusive).wait(Duration::ZERO),
+            request: LockRequest::new(Arc::clone(&client.inner), name, &EXCLUSIVE)
+                .wait(Duration::ZERO),
             hold_at_least: None,
             on_lost: OnLost::Abort,
         }
@@ -101,9 +112,9 @@ impl JobRequest {
         self
     }
 
-    /// The metrics label (see [`LockRequest::family`]).
-    pub fn family(mut self, family: impl Into<Cow<'static, str>>) -> Self {
-        self.request = self.request.family(family);
+    /// The metrics label (see [`LockRequest::metrics_label`]).
+    pub fn metrics_label(mut self, label: impl Into<Cow<'static, str>>) -> Self {
+        self.request = self.request.metrics_label(label);
         self
     }
 
@@ -179,7 +190,7 @@ impl JobRequest {
             name: name.clone(),
             reason,
         };
-        match (self.hold_at_least, self.request.lease) {
+        match (self.hold_at_least, self.request.options.lease) {
             (Some(least), Some(most)) if least > most => Err(invalid(format!(
                 "hold_at_least ({least:?}) is longer than hold_at_most ({most:?}): the hold \
                  would end before its minimum"

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::config::check_request_lease;
-use crate::client::handle::ClientInner;
 use crate::error::LockError;
+use crate::lock::config::check_request_lease;
+use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::held::{Acquired, Held};
 use crate::lock::pending::{leave, Pending};
@@ -19,9 +19,9 @@ use crate::lock::replicas::replicated;
 use crate::lock::request::LockRequest;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::lock::time::{drift, later};
-use crate::metrics::{self, Family};
+use crate::metrics::{self, MetricsLabel};
 use crate::protocol::holder::HolderInfo;
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::Kind;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::AcquireReply;
 use crate::protocol::scripts;
@@ -52,37 +52,38 @@ enum Attempt {
 }
 
 pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError> {
-    let inner = Arc::clone(&request.client.inner);
-    let watchdog = request.lease.is_none();
-    let lease = request.lease.unwrap_or(inner.config.lease);
+    let inner = Arc::clone(&request.engine);
+    let options = request.options;
+    let watchdog = options.watchdog();
+    let lease = options.lease_on(&inner);
     let name = request.name;
-    let mode = request.mode;
+    let kind = request.kind;
     if inner.holds.is_closed() {
         return Err(LockError::ShutDown { name });
     }
     check_request_lease(&name, lease)?;
-    check_mode(&inner, &name, mode, request.permits)?;
-    let keys = inner.keys(&name, mode)?.with_capacity(request.permits);
+    check_kind(&inner, &name, kind, request.permits)?;
+    let keys = inner.keys(&name, kind)?.with_capacity(request.permits);
     let scope = Scope::current();
     if let Some(held) = scope
         .as_ref()
         .and_then(|s| s.reenter(&inner.id, keys.lock()))
     {
-        return reentered(held, mode);
+        return reentered(held, kind);
     }
-    let family = request.family;
+    let label = options.label;
     let attempter = Attempter {
-        owner: owner_id(&inner.id, next_owner_number(), mode),
+        owner: owner_id(&inner.id, next_owner_number(), kind),
         inner: &inner,
         name: &name,
         keys: &keys,
         lease,
-        meta: inner.holder_meta(request.request_id.as_deref()),
-        family: &family,
+        meta: inner.holder_meta(options.request_id.as_deref()),
+        label: &label,
         contended: AtomicBool::new(false),
     };
     let started = Instant::now();
-    let taken = attempter.wait_for_lock(request.wait).await;
+    let taken = attempter.wait_for_lock(options.wait).await;
     let contended = attempter.contended.load(Ordering::Relaxed);
     let result = match taken {
         Ok((token, sent_at)) => {
@@ -95,10 +96,10 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
                 lease,
                 watchdog,
                 sent_at,
-                family: family.clone(),
+                label: label.clone(),
             };
             // The guard exists before the next `.await`: dropped from here on, it releases.
-            let guard = LockGuard::new(Held::new(Arc::clone(&inner), acquired, scope));
+            let guard = LockGuard::granted(&inner, acquired, scope);
             if inner.holds.is_closed() {
                 // Granted while the client shut down: the hold was given back.
                 return Err(LockError::ShutDown {
@@ -114,7 +115,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
         Err(error) => Err(error),
     };
     metrics::acquisition(
-        &family,
+        &label,
         result.as_ref().map(|_| ()),
         started.elapsed(),
         contended,
@@ -124,55 +125,33 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
 
 /// The Redis owner id `<client id>:<number>` (Redisson's `<id>:<thread>`), with Redisson's
 /// `:write` suffix for a writer, in one allocation of its final size.
-pub(crate) fn owner_id(client: &str, number: u64, mode: LockMode) -> String {
-    let suffix = if mode == LockMode::Write {
-        ":write"
-    } else {
-        ""
-    };
+pub(crate) fn owner_id(client: &str, number: u64, kind: &Kind) -> String {
+    let suffix = kind.owner_suffix;
     let mut owner = String::with_capacity(client.len() + 1 + 20 + suffix.len());
     write!(owner, "{client}:{number}{suffix}").expect("writing to a String cannot fail");
     owner
 }
 
-/// Refuses what a mode cannot do: a semaphore without permits, and the shared modes under
+/// Refuses what a kind cannot do: a semaphore without permits, and the shared kinds under
 /// Redlock (a reader set or a permit count cannot be voted on node by node).
-fn check_mode(
-    inner: &ClientInner,
-    name: &LockName,
-    mode: LockMode,
-    permits: u32,
-) -> Result<(), LockError> {
-    let reason = if mode == LockMode::Permit && permits == 0 {
-        "a semaphore needs at least 1 permit".to_owned()
-    } else if mode != LockMode::Exclusive && inner.nodes.len() > 1 {
-        format!(
-            "{mode} holds need one Redis (a server, Sentinel or a Cluster); \
-             Redlock supports exclusive locks and lock_all only"
-        )
-    } else {
-        return Ok(());
-    };
-    Err(LockError::InvalidRequest {
-        name: name.clone(),
-        reason,
-    })
+fn check_kind(inner: &Engine, name: &LockName, kind: &Kind, permits: u32) -> Result<(), LockError> {
+    match kind.unsupported(permits, inner.nodes.len()) {
+        None => Ok(()),
+        Some(reason) => Err(LockError::InvalidRequest {
+            name: name.clone(),
+            reason,
+        }),
+    }
 }
 
-fn reentered(held: Arc<Held>, wanted: LockMode) -> Result<LockGuard, LockError> {
-    let held_mode = held.keys.mode();
+fn reentered(held: Arc<Held>, wanted: &Kind) -> Result<LockGuard, LockError> {
+    let held_kind = held.keys.kind();
     let guard = LockGuard::new(held);
-    if !held_mode.covers(wanted) {
-        let reason = match (held_mode, wanted) {
-            (LockMode::Read, LockMode::Write) => "this scope holds the read lock: \
-                upgrading to the write lock would wait for itself; take the write lock first"
-                .to_owned(),
-            _ => format!("this scope holds the name as a {held_mode} hold, not {wanted}"),
-        };
+    if !held_kind.covers(wanted) {
         // Dropping the guard gives the hold back.
         return Err(LockError::InvalidRequest {
             name: guard.name().clone(),
-            reason,
+            reason: held_kind.refusal(wanted),
         });
     }
     if !guard.is_held() {
@@ -185,14 +164,14 @@ fn reentered(held: Arc<Held>, wanted: LockMode) -> Result<LockGuard, LockError> 
 
 /// One acquisition's attempts: what they send, and what the clean-up guard needs.
 struct Attempter<'a> {
-    inner: &'a Arc<ClientInner>,
+    inner: &'a Arc<Engine>,
     name: &'a LockName,
     keys: &'a LockKeys,
     owner: String,
     lease: Duration,
     /// Holder metadata, sent with every attempt (and so part of the queue entry).
     meta: Cow<'a, str>,
-    family: &'a Family,
+    label: &'a MetricsLabel,
     /// Set when an attempt found the lock busy.
     contended: AtomicBool,
 }
@@ -203,7 +182,8 @@ impl Attempter<'_> {
     async fn wait_for_lock(&self, wait: Option<Duration>) -> Result<(u64, Instant), LockError> {
         let started = Instant::now();
         let deadline = wait.map(|w| later(started, w));
-        // Redlock nodes would each queue and grant on their own: there, waiters retry instead.
+        // Redlock nodes would each queue and grant on their own: there, waiters retry instead
+        // (and listen for releases only: no grant comes).
         let redlock = self.inner.nodes.len() > 1;
         let waiter_ttl = if wait == Some(Duration::ZERO) || redlock {
             Duration::ZERO
@@ -216,7 +196,7 @@ impl Attempter<'_> {
         // first attempt, so that a busy answer needs no retry after subscribing.
         let mut subscription: Option<Subscription> = match wait {
             Some(Duration::ZERO) => None,
-            _ => (self.inner.waiters).join_live(self.keys.channel(), &self.owner),
+            _ => (self.inner.waiters).join_live(self.keys, &self.owner, !redlock),
         };
         let mut woken = None;
         // A grant whose token is not above a holder's token seen since was superseded (it
@@ -252,11 +232,8 @@ impl Attempter<'_> {
                 // Subscribe, then retry at once: a release before the subscription is not lost.
                 let timeout = self.inner.config.command_timeout;
                 let waiters = &self.inner.waiters;
-                subscription = Some(
-                    waiters
-                        .subscribe(self.keys.channel(), &self.owner, timeout)
-                        .await,
-                );
+                let joined = waiters.subscribe(self.keys, &self.owner, timeout, !redlock);
+                subscription = Some(joined.await);
                 continue;
             };
             // Redlock: a fresh random pause each time, so competing clients that split the
@@ -278,7 +255,7 @@ impl Attempter<'_> {
             if let Some(Wake::Granted(token)) =
                 wake.filter(|w| !is_superseded(*w, superseded_below))
             {
-                metrics::woken(self.family, "message");
+                metrics::woken(self.label, "message");
                 // Handed over by the holder's release: no round trip needed. The grant came
                 // after our last attempt reached Redis, so its send time bounds the lease.
                 pending.disarm();
@@ -295,7 +272,7 @@ impl Attempter<'_> {
                 (None, false) => None,
             };
             if let Some(by) = by {
-                metrics::woken(self.family, by);
+                metrics::woken(self.label, by);
                 woken = Some(by);
             }
         }

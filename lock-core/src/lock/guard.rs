@@ -11,14 +11,15 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use crate::client::config::check_request_lease;
 use crate::error::LockError;
+use crate::lock::config::check_request_lease;
+use crate::lock::engine::Engine;
 use crate::lock::guarded::{Guarded, GuardedRun};
-use crate::lock::held::{finish_in_background, Held};
+use crate::lock::held::{finish_in_background, Acquired, Held};
+use crate::lock::options::OnLost;
 use crate::lock::quorum::{renewal, Renewal};
-use crate::lock::request::OnLost;
-use crate::lock::scope::LockInfo;
-use crate::protocol::mode::LockMode;
+use crate::lock::scope::{LockInfo, Scope};
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::RenewReply;
 use crate::protocol::scripts;
@@ -44,6 +45,16 @@ impl LockGuard {
         Self { held, active: true }
     }
 
+    /// The guard of a fresh grant: the one place an acquisition becomes a hold (one name's
+    /// acquisition, or each name of a multi-lock's one-call path).
+    pub(crate) fn granted(
+        engine: &Arc<Engine>,
+        acquired: Acquired,
+        scope: Option<Arc<Scope>>,
+    ) -> Self {
+        Self::new(Held::new(Arc::clone(engine), acquired, scope))
+    }
+
     /// The hold behind this guard.
     pub(crate) fn held(&self) -> &Held {
         &self.held
@@ -65,7 +76,7 @@ impl LockGuard {
     /// semaphore's permit. A read guard re-entered from the scope's write lock answers
     /// [`LockMode::Write`]: it is that hold.
     pub fn mode(&self) -> LockMode {
-        self.held.keys.mode()
+        self.held.keys.kind().mode
     }
 
     /// The fencing token of this hold: strictly greater than every token issued before for

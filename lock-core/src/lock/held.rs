@@ -8,13 +8,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::client::handle::ClientInner;
 use crate::error::LockError;
+use crate::lock::engine::Engine;
 use crate::lock::quorum::Renewal;
 use crate::lock::revoke;
 use crate::lock::scope::Scope;
 use crate::lock::time::{drift, later};
-use crate::metrics::{self, Family};
+use crate::metrics::{self, MetricsLabel};
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::ReleaseReply;
 use crate::protocol::scripts;
@@ -22,7 +22,7 @@ use crate::protocol::scripts;
 /// One hold of a lock by one owner. Reentrant guards of a scope share it.
 #[derive(Debug)]
 pub(crate) struct Held {
-    pub(crate) client: Arc<ClientInner>,
+    pub(crate) client: Arc<Engine>,
     pub(crate) name: LockName,
     pub(crate) keys: LockKeys,
     pub(crate) owner: String,
@@ -33,8 +33,8 @@ pub(crate) struct Held {
     pub(crate) acquired_at: Instant,
     /// When the grant reached this client (after any wait): hold times count from here.
     granted_at: Instant,
-    /// The metrics label (see [`LockRequest::family`](crate::LockRequest::family)).
-    pub(crate) family: Family,
+    /// The metrics label (see [`LockRequest::metrics_label`](crate::LockRequest::metrics_label)).
+    pub(crate) label: MetricsLabel,
     /// Set once the end of the hold was recorded in the metrics.
     ended_recorded: AtomicBool,
     scope: Option<Arc<Scope>>,
@@ -56,12 +56,12 @@ pub(crate) struct Acquired {
     pub(crate) lease: Duration,
     pub(crate) watchdog: bool,
     pub(crate) sent_at: Instant,
-    pub(crate) family: Family,
+    pub(crate) label: MetricsLabel,
 }
 
 impl Held {
     pub(crate) fn new(
-        client: Arc<ClientInner>,
+        client: Arc<Engine>,
         acquired: Acquired,
         scope: Option<Arc<Scope>>,
     ) -> Arc<Self> {
@@ -75,7 +75,7 @@ impl Held {
             watchdog: acquired.watchdog,
             acquired_at: acquired.sent_at,
             granted_at: Instant::now(),
-            family: acquired.family,
+            label: acquired.label,
             ended_recorded: AtomicBool::new(false),
             scope,
             holds: AtomicUsize::new(1),
@@ -84,7 +84,7 @@ impl Held {
             lost_reason: OnceLock::new(),
             released: AtomicBool::new(false),
         });
-        metrics::hold_started(&held.family);
+        metrics::hold_started(&held.label);
         if held.watchdog {
             held.client.watchdog.register(&held);
         }
@@ -141,12 +141,12 @@ impl Held {
         match outcome {
             Renewal::Confirmed(ttl) => {
                 self.confirm(sent_at, ttl);
-                metrics::renewed(&self.family);
+                metrics::renewed(&self.label);
                 tracing::trace!(lock = %self.name, ?ttl, "renewed");
             }
             // Counted as lost where the hold ends.
             Renewal::Lost => self.mark_lost(reason),
-            Renewal::Unknown => metrics::renewal_failed(&self.family),
+            Renewal::Unknown => metrics::renewal_failed(&self.label),
         }
     }
 
@@ -189,7 +189,7 @@ impl Held {
             return;
         }
         tracing::warn!(lock = %self.name, owner = %self.owner, reason, "lock lost");
-        metrics::lost(&self.family);
+        metrics::lost(&self.label);
         self.record_end();
         self.ended.cancel();
     }
@@ -197,7 +197,7 @@ impl Held {
     /// Records the end of the hold in the metrics, once (release, loss or drop).
     fn record_end(&self) {
         if !self.ended_recorded.swap(true, Ordering::AcqRel) {
-            metrics::hold_ended(&self.family, self.granted_at.elapsed());
+            metrics::hold_ended(&self.label, self.granted_at.elapsed());
         }
     }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::handle::ClientInner;
+use crate::lock::engine::Engine;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::ReleaseReply;
 use crate::protocol::scripts;
@@ -13,7 +13,7 @@ use crate::protocol::scripts;
 /// lost or late reply, a grant nobody read) is released and handed on.
 /// It borrows what the clean-up needs from the attempt and copies it only when it must run.
 pub(crate) struct Pending<'a> {
-    inner: &'a Arc<ClientInner>,
+    inner: &'a Arc<Engine>,
     keys: &'a LockKeys,
     owner: &'a str,
     lease: Duration,
@@ -24,7 +24,7 @@ pub(crate) struct Pending<'a> {
 
 impl<'a> Pending<'a> {
     pub(crate) fn new(
-        inner: &'a Arc<ClientInner>,
+        inner: &'a Arc<Engine>,
         keys: &'a LockKeys,
         owner: &'a str,
         lease: Duration,
@@ -66,7 +66,7 @@ impl Drop for Pending<'_> {
 }
 
 pub(crate) async fn leave(
-    inner: &ClientInner,
+    inner: &Engine,
     keys: &LockKeys,
     owner: &str,
     lease: Duration,

@@ -14,8 +14,8 @@ use std::sync::{Arc, Weak};
 use futures_util::future::join_all;
 use tokio::sync::mpsc;
 
-use crate::client::handle::ClientInner;
 use crate::error::bounded;
+use crate::lock::engine::Engine;
 use crate::protocol::name::LockName;
 
 /// The start of every client's revocation channel.
@@ -30,7 +30,7 @@ pub(crate) fn channel(client_id: &str) -> Vec<u8> {
 }
 
 /// Starts the client's revocation listener, once (called at each new hold).
-pub(crate) fn listen(inner: &Arc<ClientInner>) {
+pub(crate) fn listen(inner: &Arc<Engine>) {
     if !inner.holds.start_listening() {
         return;
     }
@@ -42,7 +42,7 @@ pub(crate) fn listen(inner: &Arc<ClientInner>) {
 }
 
 /// Marks each revoked hold lost; ends with the client (its pub/sub task drops the sender).
-async fn serve(client: Weak<ClientInner>, mut revocations: mpsc::UnboundedReceiver<Vec<u8>>) {
+async fn serve(client: Weak<Engine>, mut revocations: mpsc::UnboundedReceiver<Vec<u8>>) {
     while let Some(payload) = revocations.recv().await {
         let Some(client) = client.upgrade() else {
             return;
@@ -68,7 +68,7 @@ fn parse(payload: &[u8]) -> Option<(&str, &[u8])> {
 /// answers how many messages some listener received. Failures are only logged: the former
 /// holders then learn at their next renewal.
 pub(crate) async fn notify(
-    inner: &ClientInner,
+    inner: &Engine,
     name: &LockName,
     key: &[u8],
     owners: &[String],

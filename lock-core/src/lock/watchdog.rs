@@ -11,8 +11,8 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::handle::ClientInner;
 use crate::error::LockError;
+use crate::lock::engine::Engine;
 use crate::lock::held::Held;
 use crate::lock::quorum::renewal;
 use crate::lock::time::later;
@@ -72,7 +72,7 @@ fn addr(held: &Held) -> usize {
 }
 
 /// Runs until `stop` fires or the client is gone.
-pub(crate) async fn run(client: Weak<ClientInner>, interval: Duration, stop: CancellationToken) {
+pub(crate) async fn run(client: Weak<Engine>, interval: Duration, stop: CancellationToken) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
@@ -92,7 +92,7 @@ pub(crate) async fn run(client: Weak<ClientInner>, interval: Duration, stop: Can
 }
 
 /// Renews `due` and settles each lock on the answer: confirmed TTL, or lost.
-async fn renew(client: &ClientInner, due: &[Arc<Held>]) {
+async fn renew(client: &Engine, due: &[Arc<Held>]) {
     let sent_at = Instant::now();
     let groups = batches(due, &client.conn());
     let batches = groups.iter().map(|batch| async move {

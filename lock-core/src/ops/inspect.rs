@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
-use crate::client::handle::ClientInner;
 use crate::error::LockError;
+use crate::lock::engine::Engine;
 
 use crate::protocol::holder::HolderInfo;
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::mode::LockMode;
+use crate::protocol::kind::EXCLUSIVE;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::{HoldingReply, InspectReply};
 use crate::protocol::scripts;
@@ -140,17 +141,15 @@ impl LockState {
 /// The state of one lock, and whether its key is a hash (a lock) at all. Under Redlock
 /// every node is read (see [`combine`]); a minority that does not answer is skipped.
 pub(crate) async fn state(
-    client: &ClientInner,
+    client: &Engine,
     name: LockName,
     keys: LockKeys,
 ) -> Result<(LockState, bool), LockError> {
     let (state, is_lock) = read(client, &name, &keys).await?;
     // A read-write lock or a semaphore keeps its waiters in its own queue: read it there.
-    match state.mode {
-        Some(mode @ (LockMode::Read | LockMode::Write | LockMode::Permit))
-            if keys.mode() == LockMode::Exclusive =>
-        {
-            let keys = LockKeys::for_key(keys.lock(), mode, client.nodes.len() > 1);
+    match state.mode.map(LockMode::kind) {
+        Some(kind) if kind.layout.queue_prefix != keys.kind().layout.queue_prefix => {
+            let keys = LockKeys::for_key(keys.lock(), kind, client.nodes.len() > 1);
             read(client, &name, &keys).await
         }
         _ => Ok((state, is_lock)),
@@ -159,7 +158,7 @@ pub(crate) async fn state(
 
 /// One INSPECT of `keys` on every node, combined.
 async fn read(
-    client: &ClientInner,
+    client: &Engine,
     name: &LockName,
     keys: &LockKeys,
 ) -> Result<(LockState, bool), LockError> {
@@ -201,7 +200,7 @@ fn node_state(name: &LockName, keys: &LockKeys, reply: InspectReply) -> (LockSta
                 remaining_ttl: reply.remaining_ttl,
                 holder: reply.holder.clone(),
             };
-            (Some(LockMode::Exclusive), vec![holding])
+            (Some(EXCLUSIVE.mode), vec![holding])
         }
         _ => (None, Vec::new()),
     };

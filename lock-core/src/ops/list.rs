@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use redis::Cmd;
 
-use crate::client::handle::ClientInner;
 use crate::error::{bounded, LockError};
+use crate::lock::engine::Engine;
 use crate::protocol::name::LockName;
 use crate::transport::backend::Conn;
 
@@ -19,10 +19,7 @@ const LOCK_TYPES: [&str; 2] = ["hash", "zset"];
 
 /// Every key matching the glob `pattern` that can be a lock, on every master or node of
 /// `client`. Each SCAN call is bounded by the command timeout.
-pub(crate) async fn scan_keys(
-    client: &ClientInner,
-    pattern: &[u8],
-) -> Result<Vec<Vec<u8>>, LockError> {
+pub(crate) async fn scan_keys(client: &Engine, pattern: &[u8]) -> Result<Vec<Vec<u8>>, LockError> {
     let what = LockName::from(pattern);
     let timeout = client.config.command_timeout;
     let mut keys = Vec::new();

@@ -14,7 +14,7 @@ use crate::error::LockError;
 use crate::lock::revoke;
 use crate::ops::inspect::LockState;
 use crate::ops::list::glob_escape;
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::{Kind, EXCLUSIVE};
 use crate::protocol::name::{decode, encode_into, LockKeys, LockName};
 use crate::protocol::scripts;
 
@@ -38,7 +38,7 @@ impl LockClient {
     /// Read-only: dropping the future changes nothing.
     pub async fn inspect(&self, name: impl Into<LockName>) -> Result<LockState, LockError> {
         let name = name.into();
-        let keys = self.inner.keys(&name, LockMode::Exclusive)?;
+        let keys = self.inner.keys(&name, &EXCLUSIVE)?;
         Ok(inspect::state(&self.inner, name, keys).await?.0)
     }
 
@@ -69,7 +69,7 @@ impl LockClient {
                 inspect::state(
                     &self.inner,
                     name,
-                    LockKeys::for_key(&key, LockMode::Exclusive, self.inner.nodes.len() > 1),
+                    LockKeys::for_key(&key, &EXCLUSIVE, self.inner.nodes.len() > 1),
                 )
             })
             // In order, a bounded number in flight: a large keyspace neither floods the
@@ -133,11 +133,8 @@ impl LockClient {
             1 => state.mode(),
             _ => None,
         };
-        let mode = match mode {
-            Some(mode @ (LockMode::Read | LockMode::Write | LockMode::Permit)) => mode,
-            _ => LockMode::Exclusive,
-        };
-        let keys = self.inner.keys(&name, mode)?;
+        let kind: &'static Kind = mode.map_or(&EXCLUSIVE, |mode| mode.kind());
+        let keys = self.inner.keys(&name, kind)?;
         // Every node: a Redlock lock lives on a majority of them.
         let call = scripts::force_release(&keys, self.inner.config.publish);
         let mut released = false;

@@ -10,7 +10,8 @@ pub(crate) const RELEASE_MESSAGE: &str = "0";
 /// `READ_UNLOCK_MESSAGE`, on which all of its waiters retry).
 pub(crate) const WRITE_RELEASE_MESSAGE: &str = "1";
 
-/// The prefix of a grant message; the rest is `<owner>:<token>`. Redisson ignores it.
+/// The prefix of a grant message; the rest is `<owner>:<token>`. Published on distlock's
+/// grants channel only, never on a channel Redisson reads (it decodes those as numbers).
 pub(crate) const GRANT_PREFIX: &str = "distlock:grant:";
 
 /// One message on a release channel.

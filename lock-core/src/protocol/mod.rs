@@ -1,13 +1,15 @@
 //! The on-Redis protocol, in one place: lock names and the keys derived from them
-//! ([`name`], [`template`]), the Lua scripts ([`scripts`]) and what they answer
+//! ([`name`], [`template`]), the kinds of hold ([`kind`]: one file each, with its scripts
+//! and layout), the Lua scripts' machinery ([`scripts`]) and what they answer
 //! ([`replies`]), the messages on a lock's channel ([`messages`]), and the holder record
 //! ([`holder`]).
 //!
 //! The lock itself is Redisson's `RLock` layout: a hash `owner → hold count` with a PEXPIRE,
 //! and a release publishes `0` on `redisson_lock__channel:{<key>}`. On top of it distlock
 //! keeps a fair queue of waiters, so a release hands the lock straight to the next live
-//! waiter (publishing `distlock:grant:<owner>:<token>`, which Redisson ignores) instead of
-//! waking everyone to race:
+//! waiter (publishing `distlock:grant:<owner>:<token>` on distlock's own channel
+//! `distlock__grant:{<key>}`, beside Redisson's: Redisson reads every message on its channel
+//! as a number, so only its own `0` and `1` go there) instead of waking everyone to race:
 //!
 //! - the holder record: the field `distlock:holder` of the lock hash — the hold's fencing
 //!   token, owner, and service, host, pid and request id joined by byte 31 (Redisson's
@@ -43,8 +45,8 @@
 //! one slot (see [`LockKeys`](name::LockKeys)).
 
 pub(crate) mod holder;
+pub(crate) mod kind;
 pub(crate) mod messages;
-pub(crate) mod mode;
 pub(crate) mod name;
 pub(crate) mod replies;
 pub(crate) mod scripts;

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::Kind;
 
 /// The name of a lock: any bytes the application chooses.
 ///
@@ -103,32 +103,19 @@ impl fmt::Debug for LockName {
     }
 }
 
-/// Prefixes of the companion keys, each followed by `{<lock key>}`. Each kind of lock has
-/// its own queue, so that a waiter of one kind is never handed a hold of another on the
-/// same name (one name, one kind of lock; a mix only waits).
-const QUEUE_PREFIX: &str = "distlock__queue:";
-const DEADLINES_PREFIX: &str = "distlock__waiters:";
-const RW_QUEUE_PREFIX: &str = "distlock__rwqueue:";
-const RW_DEADLINES_PREFIX: &str = "distlock__rwwaiters:";
-const SEM_QUEUE_PREFIX: &str = "distlock__semqueue:";
-const SEM_DEADLINES_PREFIX: &str = "distlock__semwaiters:";
-const FENCE_PREFIX: &str = "distlock__fence:";
-/// A semaphore's holder records: a hash beside its ZSET of holders.
-pub(crate) const HOLDERS_PREFIX: &str = "distlock__holders:";
-
 /// The Redis keys of one lock. All of them hash to the slot of the lock key. The holder
 /// record is a field of the lock hash (see [`crate::protocol`]), and the channel is not a key.
 ///
 /// One buffer holds them all: the release channel (Redisson's
 /// `redisson_lock__channel:{<lock key>}` for a lock, `redisson_rwlock:{<lock key>}` for a
-/// read-write lock, see [`LockMode::channel_prefix`]) contains the lock key, and every
+/// read-write lock, see [`Layout`](crate::protocol::kind::Layout)) contains the lock key, and every
 /// companion key is a constant prefix before the same `{<lock key>}`. So deriving the keys of a lock costs one
 /// allocation, and the companions are written straight into the script call.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LockKeys {
     channel: Vec<u8>,
-    /// What the lock is: picks its scripts and its channel's prefix.
-    mode: LockMode,
+    /// What the lock is: its scripts and its layout.
+    kind: &'static Kind,
     /// A semaphore's capacity as its caller sees it (1 otherwise).
     capacity: u32,
     /// Redlock only: the scripts also take the fence floor, so that a later majority's
@@ -139,8 +126,8 @@ pub(crate) struct LockKeys {
 impl LockKeys {
     /// Derives the keys of `name` under `prefix` (already validated brace-free; the name is
     /// checked with [`LockName::invalid_reason`] first); `fenced` under Redlock.
-    pub(crate) fn new(prefix: &str, name: &LockName, mode: LockMode, fenced: bool) -> Self {
-        let channel_prefix = mode.channel_prefix();
+    pub(crate) fn new(prefix: &str, name: &LockName, kind: &'static Kind, fenced: bool) -> Self {
+        let channel_prefix = kind.layout.channel_prefix;
         // Exact for names without escapes; escaped bytes grow it once.
         let len = channel_prefix.len() + prefix.len() + name.0.len() + 2;
         let mut channel = Vec::with_capacity(len);
@@ -151,7 +138,7 @@ impl LockKeys {
         channel.push(b'}');
         Self {
             channel,
-            mode,
+            kind,
             capacity: 1,
             fenced,
         }
@@ -168,12 +155,12 @@ impl LockKeys {
         self.capacity
     }
 
-    /// The keys of the lock of `mode` whose Redis key is `lock` (as found by a scan).
-    pub(crate) fn for_key(lock: &[u8], mode: LockMode, fenced: bool) -> Self {
-        let channel = [mode.channel_prefix().as_bytes(), b"{", lock, b"}"].concat();
+    /// The keys of the lock of `kind` whose Redis key is `lock` (as found by a scan).
+    pub(crate) fn for_key(lock: &[u8], kind: &'static Kind, fenced: bool) -> Self {
+        let channel = [kind.layout.channel_prefix.as_bytes(), b"{", lock, b"}"].concat();
         Self {
             channel,
-            mode,
+            kind,
             capacity: 1,
             fenced,
         }
@@ -182,17 +169,26 @@ impl LockKeys {
     /// The lock's own key: the Redisson-compatible hash `owner → hold count` with the holder
     /// record (a lock, a read-write lock), or a semaphore's holders.
     pub(crate) fn lock(&self) -> &[u8] {
-        &self.channel[self.mode.channel_prefix().len() + 1..self.channel.len() - 1]
+        &self.channel[self.kind.layout.channel_prefix.len() + 1..self.channel.len() - 1]
     }
 
-    /// The release channel, `<mode's channel prefix>{<lock key>}`.
+    /// The release channel, `<kind's channel prefix>{<lock key>}`.
     pub(crate) fn channel(&self) -> &[u8] {
         &self.channel
     }
 
+    /// The channel grants to this lock's waiters travel on, when apart from the release
+    /// channel (`<kind's grants prefix>{<lock key>}`: a channel Redisson does not read).
+    pub(crate) fn grants_channel(&self) -> Option<Vec<u8>> {
+        let layout = &self.kind.layout;
+        let tag = &self.channel[layout.channel_prefix.len()..];
+        (layout.grants_prefix != layout.channel_prefix)
+            .then(|| [layout.grants_prefix.as_bytes(), tag].concat())
+    }
+
     /// What the lock is.
-    pub(crate) fn mode(&self) -> LockMode {
-        self.mode
+    pub(crate) fn kind(&self) -> &'static Kind {
+        self.kind
     }
 
     /// The keys the scripts of one lock take, in their one order: the lock, the fair queue of
@@ -200,17 +196,8 @@ impl LockKeys {
     /// records, or under Redlock the fence floor. Each comes as two parts that spell it when joined: `("", lock key)`, or a
     /// companion's prefix and `{<lock key>}`.
     pub(crate) fn in_key_order(&self) -> impl Iterator<Item = (&'static str, &[u8])> + Clone {
-        let tag = &self.channel[self.mode.channel_prefix().len()..];
-        let holders = (self.mode == LockMode::Permit).then_some(HOLDERS_PREFIX);
-        let queue = match self.mode {
-            LockMode::Exclusive => [QUEUE_PREFIX, DEADLINES_PREFIX],
-            LockMode::Read | LockMode::Write => [RW_QUEUE_PREFIX, RW_DEADLINES_PREFIX],
-            LockMode::Permit => [SEM_QUEUE_PREFIX, SEM_DEADLINES_PREFIX],
-        };
-        let companions = queue
-            .into_iter()
-            .chain(holders)
-            .chain(self.fenced.then_some(FENCE_PREFIX));
+        let tag = &self.channel[self.kind.layout.channel_prefix.len()..];
+        let companions = self.kind.layout.companions(self.fenced);
         std::iter::once(("", self.lock())).chain(companions.map(move |prefix| (prefix, tag)))
     }
 }
@@ -262,9 +249,10 @@ pub(crate) fn decode(encoded: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::kind::{EXCLUSIVE, SEMAPHORE, WRITE};
 
     fn keys(name: &[u8]) -> LockKeys {
-        LockKeys::new("p:", &LockName::from(name), LockMode::Exclusive, false)
+        LockKeys::new("p:", &LockName::from(name), &EXCLUSIVE, false)
     }
 
     /// The keys in script order, each spelled out.
@@ -279,6 +267,10 @@ mod tests {
         assert_eq!(k.lock(), b"p:item_7");
         assert_eq!(k.channel(), b"redisson_lock__channel:{p:item_7}");
         assert_eq!(
+            k.grants_channel().as_deref(),
+            Some(&b"distlock__grant:{p:item_7}"[..])
+        );
+        assert_eq!(
             spelled(&k),
             [
                 &b"p:item_7"[..],
@@ -287,17 +279,23 @@ mod tests {
             ]
         );
         let name = LockName::from(&b"item_7"[..]);
-        let redlock = LockKeys::new("p:", &name, LockMode::Exclusive, true);
+        let redlock = LockKeys::new("p:", &name, &EXCLUSIVE, true);
         assert_eq!(spelled(&redlock)[3], b"distlock__fence:{p:item_7}");
-        assert_eq!(
-            LockKeys::for_key(b"p:item_7", LockMode::Exclusive, true),
-            redlock
-        );
-        let rw = LockKeys::new("p:", &name, LockMode::Write, false);
+        assert_eq!(LockKeys::for_key(b"p:item_7", &EXCLUSIVE, true), redlock);
+        let rw = LockKeys::new("p:", &name, &WRITE, false);
         assert_eq!(rw.lock(), b"p:item_7");
         assert_eq!(rw.channel(), b"redisson_rwlock:{p:item_7}");
+        assert_eq!(
+            rw.grants_channel().as_deref(),
+            Some(&b"distlock__grant:{p:item_7}"[..])
+        );
         assert_eq!(spelled(&rw)[1], b"distlock__rwqueue:{p:item_7}");
-        let sem = LockKeys::new("p:", &name, LockMode::Permit, false);
+        let sem = LockKeys::new("p:", &name, &SEMAPHORE, false);
+        assert_eq!(
+            sem.grants_channel(),
+            None,
+            "its own channel carries its grants"
+        );
         assert_eq!(
             spelled(&sem)[1..],
             [

@@ -6,7 +6,8 @@ use std::time::Duration;
 use redis::{FromRedisValue, ParsingError, Value};
 
 use crate::protocol::holder::HolderInfo;
-use crate::protocol::mode::LockMode;
+use crate::protocol::kind::mode::LockMode;
+use crate::protocol::kind::Kind;
 
 /// The answer to ACQUIRE.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,19 +177,14 @@ impl FromRedisValue for InspectReply {
         let fencing_token = u64::from_redis_value(next()).unwrap_or(0);
         let waiters = usize::from_redis_value(next()).unwrap_or(0);
         let record = Vec::<String>::from_redis_value(next()).unwrap_or_default();
-        let mode = match String::from_redis_value(next())
-            .unwrap_or_default()
-            .as_str()
-        {
-            "read" => Some(LockMode::Read),
-            "write" => Some(LockMode::Write),
-            "permit" => Some(LockMode::Permit),
-            _ => None,
-        };
+        // '' is a plain lock (or no lock): told apart by its owner below.
+        let named = String::from_redis_value(next()).unwrap_or_default();
+        let shared = Some(named.as_str()).filter(|n| !n.is_empty());
+        let mode = shared.and_then(Kind::by_inspect_name).map(|k| k.mode);
         let flat = Vec::<Value>::from_redis_value(next()).unwrap_or_default();
         let owner = fields.into_iter().next();
         Ok(Self {
-            is_lock: kind == "hash" || mode == Some(LockMode::Permit),
+            is_lock: kind == "hash" || mode.is_some_and(|m| m.kind().redis_type == kind),
             remaining_ttl: (owner.is_some() && pttl >= 0)
                 .then(|| Duration::from_millis(pttl.unsigned_abs())),
             owner,

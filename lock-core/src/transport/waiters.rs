@@ -1,19 +1,23 @@
 //! Release notifications: one pub/sub connection per client carries every channel that has
 //! a waiter, and a channel is unsubscribed as soon as its last waiter leaves.
 //!
-//! Two kinds of message arrive: a plain release (`0`, from Redisson clients or when nobody
-//! was queued) wakes every waiter of the channel to retry; a grant
-//! (`distlock:grant:<owner>:<token>`) goes to the one waiter it names, which now holds the
-//! lock. Waiters never depend on a message alone: each also retries when the holder's TTL
+//! Two kinds of message arrive: a plain release (`0` or `1`, from Redisson clients or when
+//! nobody was queued) on the lock's release channel wakes every waiter of the channel to
+//! retry; a grant (`distlock:grant:<owner>:<token>`) goes to the one waiter it names, which
+//! now holds the lock. Grants travel on a channel of distlock's own beside Redisson's
+//! (`distlock__grant:{<key>}`, same slot), so a waiter listens on both: Redisson's clients
+//! only ever read their own `0`/`1` there. Waiters never depend on a message alone: each also retries when the holder's TTL
 //! runs out, and after a pub/sub reconnect every waiter is woken to retry (messages may have
 //! been missed while disconnected; a retry finds a grant, since acquiring is idempotent).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::protocol::name::LockKeys;
 use crate::transport::pubsub::{self, Channel, Command, PubSubSource, Shared};
 
 /// The client's registry of waited-on channels and the handle to its pub/sub task.
@@ -22,14 +26,32 @@ pub(crate) struct Waiters {
     shared: Arc<Shared>,
 }
 
-/// One waiter's subscription; unsubscribes the channel when its last waiter drops it.
+/// One waiter's subscription to a lock's release channel and, when it has one apart, its
+/// grants channel; leaves each channel when its last waiter drops it.
 #[derive(Debug)]
 pub(crate) struct Subscription {
     shared: Arc<Shared>,
-    channel: Vec<u8>,
     owner: String,
-    wake: watch::Receiver<u64>,
+    release: Joined,
+    grants: Option<Joined>,
     grant: Option<oneshot::Receiver<u64>>,
+}
+
+/// One channel a waiter joined, with the channel's wake-up signal.
+#[derive(Debug)]
+struct Joined {
+    channel: Vec<u8>,
+    wake: watch::Receiver<u64>,
+}
+
+impl Joined {
+    /// Resolves when the channel is woken (a release message, or a reconnect).
+    async fn woken(&mut self) {
+        if self.wake.changed().await.is_err() {
+            // The channel entry is gone only after this waiter left: nothing to wait for.
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// What woke a waiter.
@@ -53,6 +75,7 @@ impl Subscription {
     pub(crate) async fn next(&mut self) -> Wake {
         loop {
             let granted = self.grant.is_some();
+            let has_grants = self.grants.is_some();
             tokio::select! {
                 token = async { self.grant.as_mut().expect("guarded").await }, if granted => {
                     match token {
@@ -60,12 +83,10 @@ impl Subscription {
                         Err(_) => self.grant = None,
                     }
                 }
-                changed = self.wake.changed() => {
-                    if changed.is_ok() {
-                        return Wake::Released;
-                    }
-                    // The channel entry is gone only after this waiter left: nothing to wait for.
-                    std::future::pending::<()>().await;
+                () = self.release.woken() => return Wake::Released,
+                // Woken only by a reconnect: a grant may have been missed, so retry.
+                () = async { self.grants.as_mut().expect("guarded").woken().await }, if has_grants => {
+                    return Wake::Released;
                 }
             }
         }
@@ -76,12 +97,15 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         self.shared.grants().remove(&self.owner);
         let mut channels = self.shared.channels();
-        if let Some(entry) = channels.get_mut(&self.channel) {
-            entry.waiters -= 1;
-            if entry.waiters == 0 {
-                channels.remove(&self.channel);
-                // Sent under the registry lock, so commands keep the order of the counts.
-                (self.shared).request(Command::Unsubscribe(std::mem::take(&mut self.channel)));
+        for joined in std::iter::once(&mut self.release).chain(self.grants.as_mut()) {
+            if let Some(entry) = channels.get_mut(&joined.channel) {
+                entry.waiters -= 1;
+                if entry.waiters == 0 {
+                    channels.remove(&joined.channel);
+                    // Sent under the registry lock, so commands keep the order of the counts.
+                    let channel = std::mem::take(&mut joined.channel);
+                    (self.shared).request(Command::Unsubscribe(channel));
+                }
             }
         }
     }
@@ -96,37 +120,49 @@ impl Waiters {
         Self { shared }
     }
 
-    /// Subscribes `owner` to `channel` and waits (at most `timeout`) until Redis confirmed
-    /// it, so a release or grant published after this returns is seen. If pub/sub is down,
-    /// returns anyway: the waiter then relies on the holder's TTL and its own retries.
+    /// Subscribes `owner` to the channels of the lock `keys` (release, and with `grants` the
+    /// grants channel when apart) and waits (at most `timeout`) until Redis confirmed it, so a release or grant published
+    /// after this returns is seen. If pub/sub is down, returns anyway: the waiter then
+    /// relies on the holder's TTL and its own retries.
     pub(crate) async fn subscribe(
         &self,
-        channel: &[u8],
+        keys: &LockKeys,
         owner: &str,
         timeout: Duration,
+        grants: bool,
     ) -> Subscription {
+        let grants_channel = keys.grants_channel().filter(|_| grants);
         let (grant_tx, grant) = oneshot::channel();
         self.shared.grants().insert(owner.to_owned(), grant_tx);
         let (barrier, confirmed) = oneshot::channel();
-        let wake = {
-            let mut channels = self.shared.channels();
-            let entry = channels.entry(channel.to_vec()).or_insert_with(|| {
-                self.shared.request(Command::Subscribe(channel.to_vec()));
-                Channel {
-                    wake: watch::Sender::new(0),
-                    waiters: 0,
-                    live: false,
+        let (release, grants) = {
+            let mut registry = self.shared.channels();
+            let mut join = |channel: &[u8], grants: bool| {
+                let entry = registry.entry(channel.to_vec()).or_insert_with(|| {
+                    self.shared.request(Command::Subscribe(channel.to_vec()));
+                    Channel {
+                        wake: watch::Sender::new(0),
+                        waiters: 0,
+                        live: false,
+                        grants,
+                    }
+                });
+                entry.waiters += 1;
+                Joined {
+                    channel: channel.to_vec(),
+                    wake: entry.wake.subscribe(),
                 }
-            });
-            entry.waiters += 1;
+            };
+            let release = join(keys.channel(), false);
+            let grants = grants_channel.as_deref().map(|grants| join(grants, true));
             self.shared.request(Command::Barrier(barrier));
-            entry.wake.subscribe()
+            (release, grants)
         };
         let subscription = Subscription {
             shared: Arc::clone(&self.shared),
-            channel: channel.to_vec(),
             owner: owner.to_owned(),
-            wake,
+            release,
+            grants,
             grant: Some(grant),
         };
         let live = tokio::time::timeout(timeout, confirmed).await;
@@ -136,24 +172,50 @@ impl Waiters {
         subscription
     }
 
-    /// Joins `channel` for `owner` if this client's subscription to it is live, without a
-    /// Redis command: another waiter of this client is already there. Done before the first
-    /// attempt, it sees every release and grant after that attempt, so a busy answer needs
-    /// no second attempt after subscribing (one command less per contended acquisition).
-    pub(crate) fn join_live(&self, channel: &[u8], owner: &str) -> Option<Subscription> {
-        let wake = {
-            let mut channels = self.shared.channels();
-            let entry = channels.get_mut(channel).filter(|entry| entry.live)?;
-            entry.waiters += 1;
-            entry.wake.subscribe()
+    /// Joins the channels of the lock `keys` for `owner` if this client's subscriptions to them are
+    /// live, without a Redis command: another waiter of this client is already there. Done
+    /// before the first attempt, it sees every release and grant after that attempt, so a
+    /// busy answer needs no second attempt after subscribing (one command less per
+    /// contended acquisition).
+    pub(crate) fn join_live(
+        &self,
+        keys: &LockKeys,
+        owner: &str,
+        grants: bool,
+    ) -> Option<Subscription> {
+        let live = |registry: &HashMap<Vec<u8>, Channel>, channel: &[u8]| {
+            registry.get(channel).is_some_and(|entry| entry.live)
+        };
+        // Uncontended acquisitions stop here, before the grants channel is spelled.
+        if !live(&self.shared.channels(), keys.channel()) {
+            return None;
+        }
+        let grants_channel = keys.grants_channel().filter(|_| grants);
+        let (release, grants) = {
+            let mut registry = self.shared.channels();
+            let all_live = std::iter::once(keys.channel())
+                .chain(grants_channel.as_deref())
+                .all(|c| live(&registry, c));
+            if !all_live {
+                return None;
+            }
+            let mut join = |channel: &[u8]| {
+                let entry = registry.get_mut(channel).expect("checked live above");
+                entry.waiters += 1;
+                Joined {
+                    channel: channel.to_vec(),
+                    wake: entry.wake.subscribe(),
+                }
+            };
+            (join(keys.channel()), grants_channel.as_deref().map(join))
         };
         let (grant_tx, grant) = oneshot::channel();
         self.shared.grants().insert(owner.to_owned(), grant_tx);
         Some(Subscription {
             shared: Arc::clone(&self.shared),
-            channel: channel.to_vec(),
             owner: owner.to_owned(),
-            wake,
+            release,
+            grants,
             grant: Some(grant),
         })
     }
@@ -164,8 +226,12 @@ impl Waiters {
         self.shared.listen_revocations(channel)
     }
 
-    /// Channels with at least one waiter (for tests and inspection).
+    /// Release channels with at least one waiter (for tests and inspection).
     pub(crate) fn channel_count(&self) -> usize {
-        self.shared.channels().len()
+        self.shared
+            .channels()
+            .values()
+            .filter(|c| !c.grants)
+            .count()
     }
 }

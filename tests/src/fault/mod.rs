@@ -7,12 +7,14 @@
 //!   unfenced lost-update counter, both kept on a Redis server of their own;
 //! * [`holder`]: [`HolderProcess`](holder::HolderProcess), a child running the `holder`
 //!   binary that tests SIGSTOP, SIGCONT and SIGKILL;
+//! * [`family`]: the cross-process exclusion harness of read-write locks and semaphores;
 //! * [`cluster`]: which node serves a key, planned and forced failovers;
 //! * [`rng`]: a seeded generator for reproducible random faults;
 //! * [`Summary`]: min / median / max of measured durations, for the reports.
 
 pub mod clock;
 pub mod cluster;
+pub mod family;
 pub mod holder;
 pub mod overlap;
 pub mod rng;

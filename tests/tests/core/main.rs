@@ -17,6 +17,7 @@ mod lost;
 mod multi;
 mod names;
 mod outage;
+mod redisson_channels;
 mod reentrancy;
 mod replicas;
 mod rw;

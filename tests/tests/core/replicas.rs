@@ -143,3 +143,38 @@ async fn a_lagging_replica_does_not_stall_other_locks() {
     assert!(!exists(&mut conn, &lock_key("other")).await);
     stuck.abort();
 }
+
+/// Every kind acquires on a client with `min_replicas`, and its hold is on the replica when
+/// the acquisition returns. Pins the fix of a semaphore answering WRONGTYPE on every
+/// acquisition: the replica check only knew the exclusive lock's hash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_waits_for_its_replicas_without_a_redis_error() {
+    let (master, _link, replica) = master_and_replica().await;
+    let locks = replicated_client(&master);
+    let replica_conn = replica.conn().await;
+    let on_replica = |key: &'static str| {
+        let mut conn = replica_conn.clone();
+        async move { exists(&mut conn, &lock_key(key)).await }
+    };
+    let permit = locks.semaphore("k_sem", 2).await.expect("semaphore");
+    assert!(
+        on_replica("k_sem").await,
+        "the permit is not on the replica"
+    );
+    let read = locks.read_lock("k_read").await.expect("read lock");
+    assert!(on_replica("k_read").await);
+    let write = locks.write_lock("k_write").await.expect("write lock");
+    assert!(on_replica("k_write").await);
+    let lock = locks.lock("k_lock").await.expect("lock");
+    assert!(on_replica("k_lock").await);
+    let all = locks
+        .lock_all(["k_a", "k_b"])
+        .acquire()
+        .await
+        .expect("lock_all");
+    assert!(on_replica("k_a").await && on_replica("k_b").await);
+    for guard in [permit, read, write, lock] {
+        guard.release().await.unwrap();
+    }
+    all.release().await.unwrap();
+}

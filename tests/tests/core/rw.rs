@@ -1,11 +1,12 @@
 //! Read-write locks: readers share, writers are alone, writers are not starved, dead holders
 //! release by their lease, Redisson's read-write locks and distlock's exclude each other.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_tests::fault::holder::{fields, HolderProcess};
+use distlock_tests::fault::family::run_family;
+use distlock_tests::fault::holder::HolderProcess;
 use distlock_tests::locks::{builder, client, keys_left, lock_key, wait_until, GENEROUS};
 use distlock_tests::redisson::RedissonRwLock;
 use distlock_tests::RedisServer;
@@ -19,36 +20,19 @@ const HOLDER: &str = env!("CARGO_BIN_EXE_holder");
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_share_and_writers_are_alone_across_processes() {
     let (server, detector) = (RedisServer::start(), RedisServer::start());
-    let mut holders = Vec::new();
-    for _ in 0..4 {
-        let args = [
-            "family",
-            &server.url(),
-            &detector.url(),
-            "catalog",
-            "5000",
-            "rw",
-            "8",
-            "160",
-        ]
-        .map(String::from);
-        holders.push(HolderProcess::spawn(HOLDER, &args));
-    }
-    let (mut entries, mut violations, mut max_inside, mut writes) = (0, 0, 0, 0);
-    for mut holder in holders {
-        let done = holder.expect("DONE", Duration::from_secs(300)).await;
-        let f = fields(&done);
-        let n = |k: &str| f[k].parse::<u64>().unwrap();
-        entries += n("entries");
-        violations += n("violations");
-        max_inside = max_inside.max(n("max_inside"));
-        writes += n("writes");
-    }
-    println!("rw detector: {entries} holds, {writes} writes, {violations} violations, up to {max_inside} readers at once");
-    assert_eq!(entries, 5_120);
-    assert_eq!(violations, 0);
-    assert!(writes > 0);
-    assert!(max_inside > 1, "readers never overlapped");
+    let run = run_family(
+        HOLDER,
+        (&[&server], &detector),
+        "catalog",
+        "rw",
+        (4, 8, 160),
+    )
+    .await;
+    println!("rw detector: {run:?}");
+    assert_eq!(run.entries, 5_120);
+    assert_eq!(run.violations, 0);
+    assert!(run.writes > 0);
+    assert!(run.max_inside > 1, "readers never overlapped");
     assert_eq!(
         keys_left(&mut server.conn().await).await,
         Vec::<String>::new()
@@ -56,22 +40,34 @@ async fn readers_share_and_writers_are_alone_across_processes() {
 }
 
 /// Readers that keep coming, each holding 800 ms, never leave the lock free; a writer that
-/// starts waiting gets it within 2 × a reader's hold, because new readers queue behind it.
+/// starts waiting still gets it, because new readers queue behind it. The readers come
+/// until the writer is done (at most 60 s), so a starved writer would time out; and a
+/// reader that asks while the writer holds waits (seen queued, then let in only after).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_writer_is_not_starved_by_a_stream_of_readers() {
     const HOLD: Duration = Duration::from_millis(800);
     let server = RedisServer::start();
+    let conn = server.conn().await;
     let locks = client(&server.url());
-    let until = Instant::now() + Duration::from_secs(5);
-    let reading = Arc::new(AtomicUsize::new(0));
+    let until = Instant::now() + Duration::from_secs(60);
+    let (reading, writing) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let beside_writer = Arc::new(AtomicUsize::new(0));
     let mut readers = Vec::new();
     for i in 0..6u64 {
         let (locks, reading) = (locks.clone(), Arc::clone(&reading));
+        let (writing, beside_writer) = (Arc::clone(&writing), Arc::clone(&beside_writer));
         readers.push(tokio::spawn(async move {
-            // Staggered starts: some reader is always inside.
+            // Staggered starts (load, not ordering): some reader is always inside.
             tokio::time::sleep(Duration::from_millis(i * 130)).await;
-            while Instant::now() < until {
-                let guard = locks.read_lock("report").wait(GENEROUS).await.unwrap();
+            while Instant::now() < until && !writing.load(Ordering::SeqCst) {
+                let guard = locks.read_lock("report").wait(until - Instant::now()).await;
+                let guard = guard.unwrap();
+                if writing.load(Ordering::SeqCst) {
+                    beside_writer.fetch_add(1, Ordering::SeqCst);
+                }
                 reading.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(HOLD).await;
                 reading.fetch_sub(1, Ordering::SeqCst);
@@ -84,22 +80,42 @@ async fn a_writer_is_not_starved_by_a_stream_of_readers() {
     })
     .await;
     let asked = Instant::now();
-    let writer = locks.write_lock("report").wait(GENEROUS).await.unwrap();
+    let writer = locks.write_lock("report").wait(GENEROUS * 3).await;
+    let writer = writer.expect("the writer was starved");
     let waited = asked.elapsed();
+    writing.store(true, Ordering::SeqCst);
     assert_eq!(
         reading.load(Ordering::SeqCst),
         0,
         "a reader beside the writer"
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A reader arriving now queues behind the writer: seen in the queue, not inside.
+    let late_reader = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.read_lock("report").wait(GENEROUS).await }
+    });
+    let queue = "distlock__rwqueue:{distlock:report}";
+    wait_until("a reader queued behind the writer", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move {
+            let queued: usize = redis::cmd("ZCARD")
+                .arg(queue)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            queued >= 1
+        }
+    })
+    .await;
     assert_eq!(
-        reading.load(Ordering::SeqCst),
+        beside_writer.load(Ordering::SeqCst),
         0,
         "a reader joined the writer"
     );
+    assert!(!late_reader.is_finished(), "a reader joined the writer");
     writer.release().await.unwrap();
+    late_reader.await.unwrap().unwrap().release().await.unwrap();
     println!("rw: the writer waited {waited:?} behind readers holding {HOLD:?}");
-    assert!(waited < 2 * HOLD, "the writer waited {waited:?}");
     for reader in readers {
         reader.await.unwrap();
     }
@@ -183,7 +199,11 @@ async fn reentry_and_tokens() {
             let other = other.clone();
             async move { other.write_lock("doc").wait(GENEROUS).await }
         });
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The writer waits in the queue before the readers leave (else this proves nothing).
+        wait_until("the writer queued", GENEROUS, || async {
+            rw_queued(&server, "doc").await == 1
+        })
+        .await;
         a.release().await.unwrap();
         b.release().await.unwrap();
         let writer = writer.await.unwrap().unwrap();
@@ -287,7 +307,20 @@ async fn redisson_interop_both_ways() {
         java.write(lease, GENEROUS).await;
         java
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let conn = server.conn().await;
+    wait_until("Redisson's writer listens", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move {
+            let counts: Vec<(String, usize)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("redisson_rwlock:{orders}")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            counts[0].1 == 1
+        }
+    })
+    .await;
     ours.release().await.unwrap();
     let mut java = blocked.await.unwrap();
     println!(
@@ -345,14 +378,20 @@ async fn an_exclusive_lock_of_the_name_is_busy_and_untouched() {
         let locks = locks.clone();
         async move { locks.lock("mixed").wait(GENEROUS).await }
     });
+    let conn = server.conn().await;
+    wait_until("the exclusive waiter queued", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { zcard(&mut conn, "distlock__queue:{distlock:mixed}").await == 1 }
+    })
+    .await;
     let reader_waiting = tokio::spawn({
         let other = other.clone();
-        async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            other.write_lock("mixed").wait(GENEROUS).await
-        }
+        async move { other.write_lock("mixed").wait(GENEROUS).await }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_until("the writer queued", GENEROUS, || async {
+        rw_queued(&server, "mixed").await == 1
+    })
+    .await;
     read.release().await.unwrap();
     // The writer is in the read-write lock's queue and is handed it; the exclusive waiter
     // waits on, then takes the exclusive lock once the writer is done.
@@ -376,4 +415,18 @@ async fn an_exclusive_lock_of_the_name_is_busy_and_untouched() {
         keys_left(&mut server.conn().await).await,
         Vec::<String>::new()
     );
+}
+
+async fn zcard(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> usize {
+    redis::cmd("ZCARD")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// Waiters in the read-write lock queue of `name` (default prefix).
+async fn rw_queued(server: &RedisServer, name: &str) -> usize {
+    let key = format!("distlock__rwqueue:{{{}}}", lock_key(name));
+    zcard(&mut server.conn().await, &key).await
 }

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_tests::fault::holder::{fields, HolderProcess};
+use distlock_tests::fault::family::run_family;
+use distlock_tests::fault::holder::HolderProcess;
 use distlock_tests::locks::{builder, client, keys_left, lock_key, wait_until, GENEROUS};
 use distlock_tests::RedisServer;
 use lock_core::{scope, LockError, LockMode};
@@ -18,36 +19,48 @@ const HOLDER: &str = env!("CARGO_BIN_EXE_holder");
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_more_than_n_holders_across_processes() {
     let (server, detector) = (RedisServer::start(), RedisServer::start());
-    let mut holders = Vec::new();
-    for _ in 0..4 {
-        let args = [
-            "family",
-            &server.url(),
-            &detector.url(),
-            "exports",
-            "5000",
-            "sem:3",
-            "8",
-            "80",
-        ]
-        .map(String::from);
-        holders.push(HolderProcess::spawn(HOLDER, &args));
-    }
-    let (mut entries, mut violations, mut max_inside) = (0, 0, 0);
-    for mut holder in holders {
-        let done = holder.expect("DONE", Duration::from_secs(300)).await;
-        let f = fields(&done);
-        let n = |k: &str| f[k].parse::<u64>().unwrap();
-        entries += n("entries");
-        violations += n("violations");
-        max_inside = max_inside.max(n("max_inside"));
-    }
-    println!("semaphore detector: {entries} permits, {violations} violations, up to {max_inside} at once");
-    assert_eq!((entries, violations), (2_560, 0));
-    assert_eq!(max_inside, 3, "the 3 permits were never all in use");
+    let run = run_family(
+        HOLDER,
+        (&[&server], &detector),
+        "exports",
+        "sem:3",
+        (4, 8, 80),
+    )
+    .await;
+    println!("semaphore detector: {run:?}");
+    assert_eq!((run.entries, run.violations), (2_560, 0));
+    assert_eq!(run.max_inside, 3, "the 3 permits were never all in use");
     assert_eq!(
         keys_left(&mut server.conn().await).await,
         Vec::<String>::new()
+    );
+}
+
+/// The detector's negative control: three processes each take permits of a semaphore of 1
+/// on a Redis of their own, so up to three are inside at once; the detector, told 1, must
+/// report it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exclusion_detector_fires_when_too_many_are_inside() {
+    let servers = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let detector = RedisServer::start();
+    let servers: Vec<&RedisServer> = servers.iter().collect();
+    let run = run_family(
+        HOLDER,
+        (&servers, &detector),
+        "control",
+        "sem:1",
+        (3, 4, 40),
+    )
+    .await;
+    println!("semaphore detector control: {run:?}");
+    assert_eq!(run.entries, 480);
+    assert!(
+        run.violations > 0,
+        "the detector missed 3 holders at once: {run:?}"
     );
 }
 

@@ -3,15 +3,18 @@
 use std::time::Duration;
 
 use distlock_tests::locks::{client, wait_until, GENEROUS};
+use distlock_tests::metrics::counter;
 use distlock_tests::RedisServer;
 use tokio::time::Instant;
 
-/// A waiter blocked on a 30 s-lease lock acquires within 1 s of its release: it was woken,
-/// not expired. Its subscription is gone afterwards. (Also pins the grant message's token
+/// A waiter blocked on a 30 s-lease lock is woken by the release's message (counted as
+/// such; its own retries come every 2 s and the lease would take 30 s), not by a timer. Its
+/// subscription is gone afterwards. (Also pins the grant message's token
 /// format: Lua once printed a clock-seeded token as `1.7954357565964e+15`, the grant was
 /// dropped as unparseable and every hand-off waited for the 2 s retry.)
 #[tokio::test]
 async fn waiter_wakes_on_release() {
+    distlock_tests::metrics::install();
     let server = RedisServer::start();
     let conn = server.conn().await;
     let (holder, waiter) = (client(&server.url()), client(&server.url()));
@@ -19,7 +22,8 @@ async fn waiter_wakes_on_release() {
     let waiting = tokio::spawn({
         let waiter = waiter.clone();
         async move {
-            let guard = waiter.lock("wake").wait(Duration::from_secs(60)).await;
+            let request = waiter.lock("wake").metrics_label("wakeup_release");
+            let guard = request.wait(Duration::from_secs(60)).await;
             (guard, Instant::now())
         }
     });
@@ -32,7 +36,14 @@ async fn waiter_wakes_on_release() {
     let (acquired, acquired_at) = waiting.await.unwrap();
     let acquired = acquired.expect("waiter acquires");
     let latency = acquired_at - released_at;
-    assert!(latency < Duration::from_secs(1), "woke after {latency:?}");
+    println!("wakeup: acquired {latency:?} after the release");
+    let by_message = ["by=message", "template=wakeup_release"];
+    assert_eq!(
+        counter("distlock_wakeups_total", &by_message),
+        1,
+        "not woken by the message"
+    );
+    assert!(latency < GENEROUS, "woke after {latency:?}");
     assert_eq!(
         waiter.waited_channels(),
         0,
@@ -85,13 +96,14 @@ async fn one_pubsub_connection_carries_every_channel() {
         waiter.waited_channels() == 5
     })
     .await;
-    wait_until("Redis has the 5 subscriptions", GENEROUS, || {
+    // One connection: each lock's release channel (Redisson's) and grants channel.
+    wait_until("Redis has the 10 subscriptions", GENEROUS, || {
         let mut conn = conn.clone();
-        // The waiter's 5 release channels; the holder's revocation channel.
+        // The waiter's 5 release and 5 grant channels; the holder's revocation channel.
         async move {
             let mut subs = subscriptions(&mut conn).await;
             subs.sort_unstable();
-            subs == [1, 5]
+            subs == [1, 10]
         }
     })
     .await;

@@ -20,7 +20,8 @@ struct App {
     region: String,
 }
 
-/// Lock failures answer 409 (busy) or 503 (Redis down); other failures 500.
+/// Lock failures answer as lock-core's `axum` answer (409 busy, 503 Redis down); other
+/// failures 500.
 #[derive(Debug)]
 enum ApiError {
     Lock(LockError),
@@ -40,16 +41,17 @@ impl From<redis::RedisError> for ApiError {
 }
 
 impl IntoResponse for ApiError {
+    /// A lock error answers as lock-core's `axum` answer does (409 busy, 503 unavailable or
+    /// lost, …) with a body that never names the holder; the error's own text, which names
+    /// the holder's service, host and pid, stays in the logs. A Redis error says no more.
     fn into_response(self) -> Response {
         match self {
-            ApiError::Lock(e) if e.is_wait_timeout() => (StatusCode::CONFLICT, e.to_string()),
-            ApiError::Lock(e) if e.is_unavailable() => {
-                (StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            ApiError::Lock(e) => e.into_response(),
+            ApiError::Redis(e) => {
+                tracing::warn!(error = %e, "redis failed");
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
             }
-            ApiError::Lock(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-            ApiError::Redis(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
-        .into_response()
     }
 }
 
@@ -149,7 +151,9 @@ async fn annotated_handler_reports_a_busy_lock() {
     let guard = holder.lock(NAME).await.expect("holder");
     let (status, body) = call(&router, "GET", "/shops/4/items/2").await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(body.contains(NAME), "{body}");
+    // The answer never names the holder (its pid, host, service).
+    assert!(!body.contains(&std::process::id().to_string()), "{body}");
+    assert!(!body.contains(holder.id()), "{body}");
     guard.release().await.expect("release");
 }
 

@@ -11,7 +11,7 @@ async fn labelled(locks: &LockClient, shop: &str, id: u64) -> Result<(), LockErr
     Ok(())
 }
 
-/// Calls on two names of one template count under one series, `family` = the template.
+/// Calls on two names of one template count under one series, `template` = the template.
 #[tokio::test]
 async fn macro_labels_metrics_with_its_template() {
     install();
@@ -23,8 +23,8 @@ async fn macro_labels_metrics_with_its_template() {
         counters("distlock_acquisitions_total"),
         [(
             vec![
-                "family=metric_<shop>:<id>".to_owned(),
-                "outcome=acquired".to_owned()
+                "outcome=acquired".to_owned(),
+                "template=metric_<shop>:<id>".to_owned()
             ],
             2
         )]

@@ -70,11 +70,12 @@ async fn exclusion_on_three_and_five_nodes() {
         }
         assert_eq!(detector.entries(), 300, "{n} nodes");
         assert_eq!(detector.overlaps(), 0, "{n} nodes");
-        assert_eq!(
-            keys_everywhere(&nodes).await,
-            0,
-            "{n} nodes: keys left behind"
-        );
+        // A release returns at the first node that released; the others follow in the
+        // background, so the last keys go shortly after.
+        distlock_tests::locks::wait_until("no key left on any node", GENEROUS, || async {
+            keys_everywhere(&nodes).await == 0
+        })
+        .await;
     }
 }
 

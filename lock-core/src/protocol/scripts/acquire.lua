@@ -7,11 +7,6 @@
 -- own — acquiring is idempotent, so a retry after a lost reply is safe), else
 -- {0, pttl, the holder's token} after queueing the caller, followed by the holder's owner,
 -- service, host, pid, acquired-at (ms) and request id when its record has them.
-local lease_ms = ARGV[1]
-local owner = ARGV[2]
-local meta = ARGV[3]
-local waiter_ttl_ms = ARGV[4]
-local publish = ARGV[5]
 -- The uncontended path first, inline (it is the prelude's `grant` with no floor): a free
 -- lock with nobody queued costs four calls.
 if not fence and redis.call('exists', key, queue) == 0 then

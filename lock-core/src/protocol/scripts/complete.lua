@@ -10,12 +10,7 @@
 -- reentrant hold remains, 3 handed to the next waiter.
 local record = fence
 fence = nil
-local owner = ARGV[1]
-local token = ARGV[2]
-local lease_ms = ARGV[3]
-local publish = ARGV[4]
-local value = ARGV[5]
-local retention_ms = ARGV[6]
+local value, retention_ms = ARGV[5], ARGV[6]
 -- @prelude
 local count = tonumber(redis.call('hget', key, owner) or '0')
 local current = token_of(redis.call('hget', key, HOLDER_FIELD))

@@ -4,8 +4,6 @@
 -- KEYS: key, queue, deadlines, fence (all four; only the fence is touched).
 -- ARGV: token, lease_ms.
 -- Returns 1.
-local token = ARGV[1]
-local lease_ms = ARGV[2]
 if tonumber(redis.call('get', fence) or '0') < tonumber(token) then
   redis.call('set', fence, token, 'px', lease_ms)
 end

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, ParsingError, Value};
 
-use super::{Arg, Call, LockScript, Publish};
+use super::{Args, Call, LockScript, Publish};
 use crate::protocol::holder::{HolderInfo, HOLDER_FIELD};
+use crate::protocol::kind::EXCLUSIVE;
 use crate::protocol::name::LockKeys;
 
 /// The field of an election's lock hash that holds the leader's proclaimed value. It starts
@@ -16,8 +17,9 @@ use crate::protocol::name::LockKeys;
 pub(crate) const VALUE_FIELD: &str = "distlock:holder:value";
 
 /// What a new leader (or a new value) publishes on the lock's channel. Waiters read it as a
-/// release (they retry once); Redisson ignores it.
-pub(crate) const LEADER_MESSAGE: &str = "distlock:leader";
+/// release (they retry once). On Redisson's channel every payload must be a number its
+/// `LongCodec` decodes: Redisson acts on 0 (unlock) and 1 (read unlock) and ignores others.
+pub(crate) const LEADER_MESSAGE: &str = "2";
 
 /// The constants these scripts add to the generated header.
 fn with_constants(body: &str) -> String {
@@ -27,35 +29,50 @@ fn with_constants(body: &str) -> String {
     )
 }
 
-static LINGER: LazyLock<LockScript> = LazyLock::new(|| LockScript::new(include_str!("linger.lua")));
-static PROCLAIM: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(&with_constants(include_str!("proclaim.lua"))));
+static LINGER: LazyLock<LockScript> = LazyLock::new(|| {
+    LockScript::new(
+        include_str!("linger.lua"),
+        &EXCLUSIVE,
+        &["owner", "remaining_ms"],
+    )
+});
+static PROCLAIM: LazyLock<LockScript> = LazyLock::new(|| {
+    LockScript::new(
+        &with_constants(include_str!("proclaim.lua")),
+        &EXCLUSIVE,
+        &["owner", "value", "publish"],
+    )
+});
 static LEADER: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(&with_constants(include_str!("leader.lua"))));
+    LazyLock::new(|| LockScript::new(&with_constants(include_str!("leader.lua")), &EXCLUSIVE, &[]));
 
 /// A LINGER call: `owner`'s lock expires in `remaining` instead of now (answers 1), or
 /// 0 when the owner no longer holds it.
 pub(crate) fn linger(keys: &LockKeys, owner: &str, remaining: Duration) -> Call<i64> {
     // Rounded up: the lock must last at least until the decided moment.
     let ms = u64::try_from(remaining.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
-    LINGER.call(keys, &[Arg::Str(owner), Arg::Int(ms.max(1))])
+    let args = Args {
+        owner: Some(owner),
+        remaining_ms: Some(ms.max(1)),
+        ..Args::default()
+    };
+    LINGER.call(keys, &args)
 }
 
 /// A PROCLAIM call: answers 1 when `owner` leads and `value` ('' for none) is set.
 pub(crate) fn proclaim(keys: &LockKeys, owner: &str, value: &str, publish: Publish) -> Call<i64> {
-    PROCLAIM.call(
-        keys,
-        &[
-            Arg::Str(owner),
-            Arg::Str(value),
-            Arg::Str(publish.command()),
-        ],
-    )
+    let args = Args {
+        owner: Some(owner),
+        value: Some(value),
+        publish: Some(publish.command()),
+        ..Args::default()
+    };
+    PROCLAIM.call(keys, &args)
 }
 
 /// A LEADER call: a snapshot of the election's term.
 pub(crate) fn leader(keys: &LockKeys) -> Call<LeaderReply> {
-    LEADER.call(keys, &[])
+    LEADER.call(keys, &Args::default())
 }
 
 /// The answer to LEADER.
@@ -105,8 +122,7 @@ mod tests {
             ("leader", include_str!("leader.lua")),
         ] {
             for line in body.lines().filter(|l| !l.trim_start().starts_with("--")) {
-                let named = line.trim_start().starts_with("local ") && line.contains(" = ");
-                assert!(!line.contains("ARGV[") || named, "{name}.lua: {line}");
+                assert!(!line.contains("ARGV["), "{name}.lua: {line}");
                 assert!(!line.contains("KEYS["), "{name}.lua: {line}");
                 assert!(
                     !line.contains("distlock:"),
@@ -117,8 +133,19 @@ mod tests {
     }
 
     #[test]
+    fn the_leader_message_is_a_number_redisson_ignores() {
+        let decoded: i64 = LEADER_MESSAGE
+            .parse()
+            .expect("a 64-bit integer, as LongCodec reads");
+        assert!(
+            decoded != 0 && decoded != 1,
+            "0 and 1 mean unlocks to Redisson"
+        );
+    }
+
+    #[test]
     fn lingering_rounds_the_lease_up() {
-        let keys = LockKeys::for_key(b"p:k", crate::LockMode::Exclusive, false);
+        let keys = LockKeys::for_key(b"p:k", &EXCLUSIVE, false);
         let sent = |d| {
             let call = linger(&keys, "u:1", d);
             let last = call.cmd.args_iter().last().map(|a| match a {

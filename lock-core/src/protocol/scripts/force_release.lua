@@ -4,7 +4,6 @@
 -- ARGV: publish ('publish' or 'spublish').
 -- Returns 0 when there was no lock, 1 when it was deleted, 2 when it was deleted and handed
 -- to a waiter.
-local publish = ARGV[1]
 -- @prelude
 if redis.call('exists', key) == 0 then
   return 0

@@ -5,7 +5,6 @@
 -- KEYS: key, queue, deadlines, and a semaphore's holders.
 -- ARGV: publish ('publish' or 'spublish').
 -- Returns 0 when there was nothing to delete, 1 when it was deleted.
-local publish = ARGV[1]
 if redis.call('exists', key) == 0 then
   return 0
 end

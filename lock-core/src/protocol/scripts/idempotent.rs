@@ -5,10 +5,17 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use super::{millis, Arg, Call, LockScript, Publish};
+use crate::protocol::kind::EXCLUSIVE;
 use crate::protocol::name::LockKeys;
 
-static COMPLETE: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(include_str!("complete.lua")));
+// `value` (bytes) and `retention_ms` follow the named ones; the script binds them itself.
+static COMPLETE: LazyLock<LockScript> = LazyLock::new(|| {
+    LockScript::new(
+        include_str!("complete.lua"),
+        &EXCLUSIVE,
+        &["owner", "token", "lease_ms", "publish"],
+    )
+});
 
 /// What COMPLETE did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

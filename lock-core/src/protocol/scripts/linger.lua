@@ -5,8 +5,6 @@
 -- KEYS: key, queue, deadlines, and fence under Redlock only (only the lock is touched).
 -- ARGV: owner, remaining_ms.
 -- Returns 1 when the owner held the lock (it now expires in remaining_ms), else 0.
-local owner = ARGV[1]
-local remaining_ms = ARGV[2]
 if redis.call('hexists', key, owner) == 0 then return 0 end
 redis.call('pexpire', key, remaining_ms)
 return 1

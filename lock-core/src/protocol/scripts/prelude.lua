@@ -4,7 +4,7 @@
 -- scripts.rs) defines the lock's keys as locals in the one order all scripts take —
 --   key, queue, deadlines, fence = KEYS[1] .. KEYS[4]
 -- where `fence` is only given under Redlock (nil otherwise) — and the constants
--- HOLDER_FIELD, CHANNEL_PREFIX, GRANT_PREFIX and RELEASE_MESSAGE.
+-- HOLDER_FIELD, CHANNEL_PREFIX, GRANTS_PREFIX, GRANT_PREFIX and RELEASE_MESSAGE.
 --
 -- The lock is Redisson's hash `owner -> hold count`, plus one field HOLDER_FIELD holding
 -- the hold's record: its fencing token, owner and, when recorded, service, host, pid and
@@ -16,9 +16,14 @@
 -- counter outlives the lock, and a name whose state is all gone (released, expired, or lost
 -- in a restart without persistence) starts again from the clock, which has moved on.
 
--- The release channel, Redisson's.
+-- The release channel: Redisson's for a lock or a read-write lock, where only its own
+-- messages go (`0`, `1`: Redisson decodes every payload there as a number).
 local function channel()
   return CHANNEL_PREFIX .. '{' .. key .. '}'
+end
+-- The grants channel: distlock's own beside Redisson's (same slot), or a semaphore's one.
+local function grant_channel()
+  return GRANTS_PREFIX .. '{' .. key .. '}'
 end
 -- Milliseconds of a TIME reply.
 local function ms_of(t)
@@ -57,7 +62,8 @@ end
 --   floor:   the lowest token the grant must exceed (floor_of);
 --   skip:    the queue member not to publish the grant to (the caller; '' for none);
 --   publish: the publish command ('publish', or 'spublish' on a Cluster).
--- Publishes GRANT_PREFIX .. '<owner>:<token>' on the channel unless the grantee is `skip`.
+-- Publishes GRANT_PREFIX .. '<owner>:<token>' on the grants channel unless the grantee is
+-- `skip`.
 -- Returns member, token or nil.
 local function grant_next(to)
   local now = ms_of(to.t)
@@ -76,7 +82,7 @@ local function grant_next(to)
       end
       local token = grant(owner, meta, lease_ms, to.t, to.floor)
       if head ~= to.skip then
-        redis.call(to.publish, channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
+        redis.call(to.publish, grant_channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
       end
       return head, token
     end

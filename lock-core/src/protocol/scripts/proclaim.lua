@@ -5,9 +5,6 @@
 -- ARGV: owner, value ('' for none), publish ('publish' or 'spublish').
 -- Returns 1 when the owner leads (the value set and LEADER_MESSAGE published on the lock's
 -- channel: observers read the leader again, waiters retry once), else 0.
-local owner = ARGV[1]
-local value = ARGV[2]
-local publish = ARGV[3]
 if redis.call('hexists', key, owner) == 0 then return 0 end
 if value == '' then
   redis.call('hdel', key, VALUE_FIELD)

@@ -6,10 +6,6 @@
 -- Returns 0 when the owner holds nothing (it only leaves the queue), 1 when the lock was
 -- deleted and RELEASE_MESSAGE published, 2 when a reentrant hold remains (Redisson
 -- clients), 3 when the lock was handed to the next waiter.
-local owner = ARGV[1]
-local lease_ms = ARGV[2]
-local publish = ARGV[3]
-local meta = ARGV[4]
 local count = redis.call('hget', key, owner)
 -- The uncontended path first: the last hold ends and nobody is queued.
 if count == '1' and redis.call('exists', queue) == 0 then

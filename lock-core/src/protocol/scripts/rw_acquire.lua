@@ -9,12 +9,6 @@
 -- the holds' highest token, a holder's owner, service, host, pid, acquired-at (ms) and
 -- request id when recorded} after queueing the caller. A hash that is not a read-write
 -- lock (no `mode`: a lock of `client.lock`) is busy and left alone.
-local lease_ms = ARGV[1]
-local owner = ARGV[2]
-local meta = ARGV[3]
-local waiter_ttl_ms = ARGV[4]
-local publish = ARGV[5]
-local side = ARGV[6]
 -- The uncontended path first, inline: a free lock with nobody queued costs five calls.
 if redis.call('exists', key, queue) == 0 then
   local t = redis.call('time')

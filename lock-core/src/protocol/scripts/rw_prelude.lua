@@ -94,7 +94,7 @@ local function grant_waiting(t, floor, skip, publish, free, reading)
       if head == skip then
         token_of_skip = token
       else
-        redis.call(publish, channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
+        redis.call(publish, grant_channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
       end
       free, reading = false, not writer
     end

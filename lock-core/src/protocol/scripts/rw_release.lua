@@ -8,10 +8,6 @@
 -- (the lock deleted and Redisson's message published — RELEASE_MESSAGE after a reader,
 -- WRITE_RELEASE_MESSAGE after a writer — or other holds remain), 2 when a reentrant hold
 -- remains (Redisson clients), 3 when the lock was handed to waiters.
-local owner = ARGV[1]
-local lease_ms = ARGV[2]
-local publish = ARGV[3]
-local meta = ARGV[4]
 local count = redis.call('hget', key, owner)
 -- The uncontended path first: the only hold (mode, its field, its record) ends and nobody
 -- is queued.

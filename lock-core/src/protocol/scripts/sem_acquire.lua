@@ -7,12 +7,6 @@
 -- or already its own: a retry after a lost reply is safe), else {0, ms until the first
 -- permit expires, that holder's token, its owner, service, host, pid, acquired-at (ms) and
 -- request id when recorded} after queueing the caller.
-local lease_ms = ARGV[1]
-local owner = ARGV[2]
-local meta = ARGV[3]
-local waiter_ttl_ms = ARGV[4]
-local publish = ARGV[5]
-local capacity = ARGV[6]
 -- The uncontended path first, inline: no permit held and nobody queued costs six calls.
 if redis.call('exists', key, queue) == 0 then
   local t = redis.call('time')

@@ -54,7 +54,7 @@ local function grant_waiting(t, skip, publish)
       if head == skip then
         token_of_skip = token
       else
-        redis.call(publish, channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
+        redis.call(publish, grant_channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
       end
     end
   end

@@ -5,11 +5,6 @@
 --       may still be queued. lease_ms, capacity and meta make its queue member.
 -- Returns 0 when the owner held no permit (it only leaves the queue), 1 when the permit was
 -- given back and RELEASE_MESSAGE published, 3 when it was handed to waiters.
-local owner = ARGV[1]
-local lease_ms = ARGV[2]
-local publish = ARGV[3]
-local capacity = ARGV[4]
-local meta = ARGV[5]
 -- The uncontended path first: nobody is queued, so nobody listens either.
 if redis.call('exists', queue) == 0 and redis.call('zrem', key, owner) == 1 then
   redis.call('hdel', holders, owner)

@@ -3,8 +3,6 @@
 -- KEYS: key, queue, deadlines (and fence under Redlock); only the lock is touched.
 -- ARGV: owner, lease_ms.
 -- Returns the lock's TTL in ms, or 0 when the owner does not hold the lock.
-local owner = ARGV[1]
-local lease_ms = ARGV[2]
 if redis.call('hexists', key, owner) == 0 then return 0 end
 redis.call('pexpire', key, lease_ms)
 return redis.call('pttl', key)

@@ -78,6 +78,9 @@ pub(crate) struct Channel {
     /// Redis confirmed the subscription on the current connection: from now on no message
     /// on it is missed (a reconnect wakes every waiter, which retries).
     pub(crate) live: bool,
+    /// A grants channel: its messages are grants, routed by owner (not counted as a
+    /// channel waited on).
+    pub(crate) grants: bool,
 }
 
 /// What the registry asks of the pub/sub task.

@@ -1,0 +1,235 @@
+//! The execution layer below the client façade: what a request, a hold, the watchdog and
+//! the operator's tools call Redis through. [`LockClient`](crate::LockClient) is a handle
+//! over an [`Engine`]; nothing here calls back up into it.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use redis::FromRedisValue;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::error::{bounded, LockError};
+use crate::lock::config::Config;
+use crate::lock::health::Health;
+use crate::lock::holds::Holds;
+use crate::lock::watchdog::{self, Watchdog};
+use crate::protocol::kind::Kind;
+use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::scripts::Call;
+use crate::transport::backend::Conn;
+use crate::transport::connect::{connect, ConnectOptions, Connections, Tls, Topology};
+use crate::transport::waiters::Waiters;
+
+/// The engine of one client: its connections (one, or one per Redlock node), settings and
+/// background tasks, and the calls to Redis every request, hold and operation makes
+/// through it — the topology fan-out, quorum and per-node timeouts.
+pub(crate) struct Engine {
+    /// The UUID that starts every owner id of this client (`<uuid>:<owner number>`).
+    pub(crate) id: Arc<str>,
+    pub(crate) config: Config,
+    /// The holder metadata of acquisitions without a request id, encoded once.
+    holder_meta: String,
+    /// One connection, or one per Redlock node.
+    pub(crate) nodes: Vec<Conn>,
+    /// The connection for replica acknowledgements (`WAIT`), with `min_replicas`.
+    pub(crate) replication: Option<Conn>,
+    pub(crate) waiters: Waiters,
+    pub(crate) watchdog: Watchdog,
+    /// Whether Redis answered lately (logged once per outage).
+    pub(crate) health: Health,
+    /// Every hold of the client (for revocations and the shutdown).
+    pub(crate) holds: Holds,
+    /// Stops the background tasks (at shutdown; the drop guard below when the client goes).
+    pub(crate) stop: CancellationToken,
+    _stop: DropGuard,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockClient")
+            .field("id", &self.id)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Shortest per-node timeout of a Redlock client.
+const REDLOCK_MIN_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+
+impl Engine {
+    /// Connects (lazily) and starts the background tasks (pub/sub, Sentinel following,
+    /// watchdog) of an engine with a validated `config`.
+    pub(crate) fn start(
+        topology: &Topology,
+        tls: Option<&Tls>,
+        config: Config,
+    ) -> Result<Arc<Self>, LockError> {
+        let options = ConnectOptions {
+            connect_timeout: config.connect_timeout,
+            command_timeout: config.command_timeout,
+            replication: config.min_replicas.is_some(),
+            #[cfg(feature = "cluster")]
+            publish: config.publish,
+        };
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            LockError::invalid_config("LockClient must be built inside a Tokio runtime")
+        })?;
+        let Connections {
+            nodes,
+            pubsub,
+            replication,
+        } = connect(topology, tls, &options)?;
+        crate::metrics::describe();
+        let stop = CancellationToken::new();
+        let _guard = runtime.enter();
+        let waiters = Waiters::start(pubsub, config.command_timeout, stop.child_token());
+        #[cfg(feature = "sentinel")]
+        {
+            let sentinels: Vec<_> = (nodes.iter().chain(&replication))
+                .filter_map(Conn::as_sentinel)
+                .cloned()
+                .collect();
+            if !sentinels.is_empty() {
+                let follow = crate::transport::sentinel::follow_master;
+                runtime.spawn(follow(sentinels, stop.child_token()));
+            }
+        }
+        let inner = Arc::new(Engine {
+            id: uuid::Uuid::new_v4().to_string().into(),
+            nodes,
+            replication,
+            waiters,
+            watchdog: Watchdog::default(),
+            health: Health::default(),
+            holds: Holds::default(),
+            stop: stop.clone(),
+            _stop: stop.clone().drop_guard(),
+            holder_meta: config.holder.encode(None),
+            config,
+        });
+        runtime.spawn(watchdog::run(
+            Arc::downgrade(&inner),
+            inner.config.watchdog_interval,
+            stop,
+        ));
+        Ok(inner)
+    }
+
+    /// The holder metadata an acquisition sends: the client's own, borrowed, unless the
+    /// request names a request id.
+    pub(crate) fn holder_meta(&self, request_id: Option<&str>) -> Cow<'_, str> {
+        match request_id {
+            None => Cow::Borrowed(&self.holder_meta),
+            Some(_) => Cow::Owned(self.config.holder.encode(request_id)),
+        }
+    }
+
+    /// The keys of the lock `name` under this client's prefix.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`] for an empty name or one above the client's limit.
+    pub(crate) fn keys(&self, name: &LockName, kind: &'static Kind) -> Result<LockKeys, LockError> {
+        if let Some(reason) = name.invalid_reason(self.config.max_name_len) {
+            return Err(LockError::InvalidName {
+                name: name.clone(),
+                reason,
+            });
+        }
+        let fenced = self.nodes.len() > 1;
+        Ok(LockKeys::new(&self.config.key_prefix, name, kind, fenced))
+    }
+
+    /// The connection for calls that go to one place (the server, the Cluster, or the first
+    /// Redlock node).
+    pub(crate) fn conn(&self) -> Conn {
+        self.nodes[0].clone()
+    }
+
+    /// How many nodes must agree: 1, or a majority of the Redlock nodes.
+    pub(crate) fn quorum(&self) -> usize {
+        crate::lock::quorum::quorum(self.nodes.len())
+    }
+
+    /// Bound on one call to one node: the command timeout, or for Redlock nodes a hundredth
+    /// of the lease of the lock concerned (at least 50 ms), so a slow or dead minority cannot
+    /// eat the lease.
+    fn node_timeout(&self, lease: Duration) -> Duration {
+        match self.nodes.len() {
+            1 => self.config.command_timeout,
+            _ => (self.config.command_timeout).min((lease / 100).max(REDLOCK_MIN_NODE_TIMEOUT)),
+        }
+    }
+
+    /// Runs one script call about a lock with `lease` on every node at once, each within the
+    /// node timeout, and waits for every answer.
+    pub(crate) async fn eval_each<T: FromRedisValue + Send + 'static>(
+        &self,
+        name: &LockName,
+        lease: Duration,
+        call: Call<T>,
+    ) -> Vec<Result<T, LockError>> {
+        self.eval_until(name, lease, call, |_| false).await
+    }
+
+    /// Runs one script call on every node at once, each within the node timeout, and returns
+    /// the answers so far (in arrival order) as soon as `decided` says they settle the
+    /// outcome, or when all are in.
+    ///
+    /// Redlock: a dead or slow minority then costs the caller nothing once a quorum has
+    /// answered. The calls still pending run on in the background until they answer or time
+    /// out, so every reachable node gets the write: a lock on a bare majority would be lost
+    /// with any one of its nodes (and a node's first call, EVALSHA → NOSCRIPT → EVAL, is the
+    /// slowest). Used only with idempotent scripts (acquire, renew, fence floor): a late hold
+    /// on a node is this owner's and goes with its renewal, release or lease.
+    pub(crate) async fn eval_until<T: FromRedisValue + Send + 'static>(
+        &self,
+        name: &LockName,
+        lease: Duration,
+        call: Call<T>,
+        mut decided: impl FnMut(&[Result<T, LockError>]) -> bool,
+    ) -> Vec<Result<T, LockError>> {
+        if let [conn] = self.nodes.as_slice() {
+            // One server: one call, nothing to share with other nodes' calls.
+            let mut conn = conn.clone();
+            let timeout = self.node_timeout(lease);
+            let answers = vec![bounded(name, timeout, call.invoke_async(&mut conn)).await];
+            self.health.observe(&answers);
+            return answers;
+        }
+        let mut calls = self.eval_stream(name, lease, call);
+        let mut answers = Vec::with_capacity(self.nodes.len());
+        while let Some(answer) = calls.next().await {
+            answers.push(answer);
+            if decided(&answers) {
+                break;
+            }
+        }
+        self.health.observe(&answers);
+        if !calls.is_empty() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { while calls.next().await.is_some() {} });
+            }
+        }
+        answers
+    }
+
+    /// One script call on every node at once, each within the node timeout: the answers
+    /// as they arrive, owning all they need (`eval_until` may leave them to a task).
+    fn eval_stream<T: FromRedisValue + Send + 'static>(
+        &self,
+        name: &LockName,
+        lease: Duration,
+        call: Call<T>,
+    ) -> FuturesUnordered<impl Future<Output = Result<T, LockError>> + Send + 'static> {
+        let (call, timeout) = (Arc::new(call), self.node_timeout(lease));
+        let on = |conn: &Conn| {
+            let (mut conn, name, call) = (conn.clone(), name.clone(), Arc::clone(&call));
+            async move { bounded(&name, timeout, call.invoke_async(&mut conn)).await }
+        };
+        self.nodes.iter().map(on).collect()
+    }
+}

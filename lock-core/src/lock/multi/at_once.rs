@@ -1,0 +1,89 @@
+//! A multi-lock's uncontended path: every name free and nobody queued, all taken in one
+//! script call (one server, or names of one Cluster slot; not Redlock).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::LockError;
+use crate::lock::acquire::owner_id;
+use crate::lock::engine::Engine;
+use crate::lock::guard::LockGuard;
+use crate::lock::held::Acquired;
+use crate::lock::pending::Pending;
+use crate::lock::scope::{next_owner_number, Scope};
+use crate::metrics::{self, MetricsLabel};
+use crate::protocol::kind::EXCLUSIVE;
+use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::replies::MultiAcquireReply;
+use crate::protocol::scripts;
+
+/// A multi-lock's uncontended path: every name in one script call.
+pub(super) struct AtOnce {
+    pub(super) inner: Arc<Engine>,
+    pub(super) names: Vec<LockName>,
+    pub(super) keys: Vec<LockKeys>,
+    pub(super) lease: Duration,
+    pub(super) watchdog: bool,
+    pub(super) meta: String,
+    pub(super) label: MetricsLabel,
+    pub(super) scope: Option<Arc<Scope>>,
+}
+
+/// True when every lock of `keys` lives in one slot (always, off a Cluster).
+#[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+pub(super) fn one_slot(inner: &Engine, keys: &[LockKeys]) -> bool {
+    #[cfg(feature = "cluster")]
+    if inner.conn().is_cluster() {
+        let slot = |k: &LockKeys| redis::cluster_routing::Slot::for_key(k.lock());
+        return keys.iter().all(|k| slot(k) == slot(&keys[0]));
+    }
+    true
+}
+
+/// Takes every name of `request` in one call when all are free with nobody queued:
+/// `Ok(None)` when it does not apply or one is busy (nothing is then held).
+///
+/// Cancel safety: until the answer is read, dropping this leaves each name as the
+/// one-by-one path's clean-up guard does (a grant nobody saw is released).
+pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGuard>>, LockError> {
+    let Some(r) = request else {
+        return Ok(None);
+    };
+    let owner = owner_id(&r.inner.id, next_owner_number(), &EXCLUSIVE);
+    let started = Instant::now();
+    let pending: Vec<Pending<'_>> = r
+        .keys
+        .iter()
+        .map(|keys| Pending::new(&r.inner, keys, &owner, r.lease, &r.meta))
+        .collect();
+    let call = scripts::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
+    let answer = r.inner.eval_each(&r.names[0], r.lease, call).await.pop();
+    let token = match answer {
+        Some(Ok(MultiAcquireReply::Acquired { token })) => token,
+        Some(Ok(MultiAcquireReply::Busy { .. })) => {
+            pending.into_iter().for_each(Pending::disarm);
+            return Ok(None);
+        }
+        // Armed: dropping `pending` undoes whatever the unseen answer granted.
+        Some(Err(error)) => return Err(error),
+        None => return Ok(None),
+    };
+    pending.into_iter().for_each(Pending::disarm);
+    let guards = r.names.into_iter().zip(r.keys).map(|(name, keys)| {
+        let acquired = Acquired {
+            name,
+            keys,
+            owner: owner.clone(),
+            token,
+            lease: r.lease,
+            watchdog: r.watchdog,
+            sent_at: started,
+            label: r.label.clone(),
+        };
+        metrics::acquisition(&r.label, Ok(()), started.elapsed(), false);
+        LockGuard::granted(&r.inner, acquired, r.scope.clone())
+    });
+    Ok(Some(guards.collect()))
+}

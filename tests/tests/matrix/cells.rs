@@ -1,0 +1,354 @@
+//! One cell of the matrix: a kind of hold meeting one option on one topology.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_tests::locks::{wait_until, GENEROUS};
+use distlock_tests::metrics::{counter, gauge};
+use lock_core::{LockClient, LockError, OnLost};
+
+use crate::hold::{Kind, Req};
+use crate::{Clients, Opt};
+
+/// True when `error` is the typed answer the docs list for this combination: shared kinds
+/// are refused under Redlock ("Redlock supports exclusive locks and lock_all only"), and
+/// `min_replicas` does not apply to Redlock.
+pub(crate) fn documented(topology: &str, kind: Kind, opt: Opt, error: &LockError) -> bool {
+    let redlock = topology == "redlock";
+    match error {
+        LockError::InvalidRequest { .. } => {
+            redlock && matches!(kind, Kind::Read | Kind::Write | Kind::Semaphore)
+        }
+        LockError::InvalidConfig { .. } => redlock && opt == Opt::MinReplicas,
+        _ => false,
+    }
+}
+
+pub(crate) struct Cell {
+    clients: Arc<Clients>,
+    kind: Kind,
+    opt: Opt,
+    name: String,
+}
+
+impl Cell {
+    pub(crate) fn new(clients: Arc<Clients>, kind: Kind, opt: Opt) -> Self {
+        let name = format!("mx_{}_{kind:?}_{opt:?}", clients.topology).to_lowercase();
+        Self {
+            clients,
+            kind,
+            opt,
+            name,
+        }
+    }
+
+    pub(crate) fn label(&self) -> String {
+        format!(
+            "{:?} × {:?} on {}",
+            self.kind, self.opt, self.clients.topology
+        )
+    }
+
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub(crate) fn opt(&self) -> Opt {
+        self.opt
+    }
+
+    fn client(&self) -> &LockClient {
+        &self.clients.plain
+    }
+
+    fn req(&self) -> Req {
+        self.kind.request(self.client(), &self.name)
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.kind.names(&self.name)
+    }
+
+    /// True when Redis says every name of the cell is held.
+    async fn held_in_redis(&self) -> Result<bool, LockError> {
+        for name in self.names() {
+            if !self.client().inspect(name.as_str()).await?.is_held() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn wait_held_in_redis(&self, held: bool) {
+        wait_until("the hold as expected in Redis", GENEROUS, || async {
+            self.held_in_redis().await.expect("inspect") == held
+        })
+        .await;
+    }
+
+    async fn force_release_all(&self) -> Result<(), LockError> {
+        for name in self.names() {
+            assert!(
+                self.client().force_release(name.as_str()).await?,
+                "{name} was held"
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs the cell: `Ok` when it worked (its assertions passed), else the error it met.
+    pub(crate) async fn run(self) -> Result<(), LockError> {
+        match self.opt {
+            Opt::Wait => self.wait().await,
+            Opt::TryAcquire => self.try_acquire().await,
+            Opt::Lease => self.lease().await,
+            Opt::Watchdog => self.watchdog().await,
+            Opt::MinReplicas => self.min_replicas().await,
+            Opt::RequestId => self.request_id().await,
+            Opt::OnLost => self.on_lost().await,
+            Opt::Run => self.run_under().await,
+            Opt::Extend => self.extend().await,
+            Opt::Reentry => self.reentry().await,
+            Opt::Metrics => self.metrics().await,
+            Opt::ForceRelease => self.force_release().await,
+            Opt::Inspect => self.inspect().await,
+            Opt::Macro => self.macro_form().await,
+        }
+    }
+
+    /// A waiter gets the hold once the holder releases it, and then excludes others.
+    async fn wait(&self) -> Result<(), LockError> {
+        let first = self.req().acquire().await?;
+        let waiter = tokio::spawn(self.req().wait(GENEROUS).acquire());
+        first.release().await?;
+        let second = waiter.await.expect("no panic")?;
+        assert!(second.is_held());
+        if self.kind.exclusive() {
+            assert!(self.req().try_acquire().await?.is_none(), "not excluded");
+        }
+        second.release().await
+    }
+
+    /// One attempt: busy while held (readers share), free after the release.
+    async fn try_acquire(&self) -> Result<(), LockError> {
+        let first = self.req().acquire().await?;
+        let second = self.req().try_acquire().await?;
+        assert_eq!(second.is_some(), !self.kind.exclusive());
+        if let Some(second) = second {
+            second.release().await?;
+        }
+        first.release().await?;
+        let again = self.req().try_acquire().await?.expect("free after release");
+        again.release().await
+    }
+
+    /// An explicit lease is not renewed: the hold expires by itself.
+    async fn lease(&self) -> Result<(), LockError> {
+        let hold = self
+            .req()
+            .lease(self.clients.leases.short)
+            .acquire()
+            .await?;
+        wait_until(
+            "the lease ran out",
+            self.clients.leases.short + GENEROUS,
+            || async { !self.held_in_redis().await.expect("inspect") },
+        )
+        .await;
+        assert!(!hold.is_held(), "the guard outlived its lease");
+        // Waits (bounded) rather than tries once: under Redlock a slow node may miss one try.
+        let next = self.req().wait(GENEROUS).acquire().await?;
+        next.release().await
+    }
+
+    /// The shortest remaining lease Redis shows among the cell's names.
+    async fn remaining(&self) -> Result<Duration, LockError> {
+        let mut least = Duration::MAX;
+        for name in self.names() {
+            let state = self.client().inspect(name.as_str()).await?;
+            least = least.min(state.remaining_ttl().expect("held with a lease"));
+        }
+        Ok(least)
+    }
+
+    /// The watchdog renews the client's lease: Redis shows the remaining lease raised again
+    /// (a renewal, every 250 ms here), and the hold is still held.
+    async fn watchdog(&self) -> Result<(), LockError> {
+        let hold = self.req().acquire().await?;
+        // The lowest reading so far: a renewal shows as a later reading above it.
+        let least = std::sync::Mutex::new(self.remaining().await?);
+        wait_until("a renewal raised the lease", GENEROUS, || async {
+            let now = self.remaining().await.expect("inspect");
+            let mut least = least.lock().unwrap();
+            let renewed = now > *least;
+            *least = (*least).min(now);
+            renewed
+        })
+        .await;
+        assert!(hold.is_held() && self.held_in_redis().await?, "not renewed");
+        if self.kind.exclusive() {
+            assert!(self.req().try_acquire().await?.is_none());
+        }
+        hold.release().await
+    }
+
+    /// A client waiting for a replica's acknowledgement acquires every kind.
+    async fn min_replicas(&self) -> Result<(), LockError> {
+        let client = (self.clients.replicated)()?;
+        let hold = self.kind.request(&client, &self.name).acquire().await?;
+        assert!(hold.is_held() && self.held_in_redis().await?);
+        hold.release().await
+    }
+
+    /// The request id is in the holder record of every name.
+    async fn request_id(&self) -> Result<(), LockError> {
+        let id = format!("rid-{}", self.name);
+        let hold = self.req().request_id(&id).acquire().await?;
+        for name in self.names() {
+            let state = self.client().inspect(name.as_str()).await?;
+            let recorded = state
+                .holders()
+                .iter()
+                .filter_map(|h| h.holder()?.request_id())
+                .chain(state.holder().and_then(|h| h.request_id()))
+                .any(|r| r == id);
+            assert!(recorded, "{name}: no request id in {state:?}");
+        }
+        hold.release().await
+    }
+
+    /// `Abort` drops the work when the hold is lost; `Continue` lets it finish.
+    async fn on_lost(&self) -> Result<(), LockError> {
+        // A kind the topology refuses answers here, not inside the spawned work.
+        self.req()
+            .try_acquire()
+            .await?
+            .expect("free")
+            .release()
+            .await?;
+        let work = self
+            .req()
+            .on_lost(OnLost::Abort)
+            .run(std::future::pending::<()>());
+        let aborted = tokio::spawn(work);
+        self.wait_held_in_redis(true).await;
+        self.force_release_all().await?;
+        let answer = tokio::time::timeout(GENEROUS, aborted)
+            .await
+            .expect("the work was aborted")
+            .expect("no panic");
+        assert!(matches!(&answer, Err(e) if e.is_lost()), "{answer:?}");
+        let (finish, finished) = tokio::sync::oneshot::channel::<()>();
+        let work = self
+            .req()
+            .on_lost(OnLost::Continue)
+            .run(async move { finished.await.is_ok() });
+        let running = tokio::spawn(work);
+        self.wait_held_in_redis(true).await;
+        self.force_release_all().await?;
+        finish.send(()).expect("still running");
+        let answer = tokio::time::timeout(GENEROUS, running)
+            .await
+            .expect("the work finished")
+            .expect("no panic");
+        assert!(matches!(answer, Ok(true)), "{answer:?}");
+        Ok(())
+    }
+
+    /// `run` runs the work under the hold and releases it after.
+    async fn run_under(&self) -> Result<(), LockError> {
+        let held = self
+            .req()
+            .run(async { self.held_in_redis().await })
+            .await??;
+        assert!(held, "the work ran without the hold");
+        // Redlock's release returns at the first node that released: the others follow.
+        self.wait_held_in_redis(false).await;
+        Ok(())
+    }
+
+    /// An extension raises an explicit lease: Redis shows more than the original left.
+    async fn extend(&self) -> Result<(), LockError> {
+        let lease = self.clients.leases.client;
+        let hold = self.req().lease(lease).acquire().await?;
+        hold.extend(lease * 3).await?;
+        let left = self.remaining().await?;
+        assert!(left > lease, "extension not in Redis: {left:?} left");
+        assert!(hold.is_held());
+        hold.release().await
+    }
+
+    /// The same request inside one scope re-enters the hold (same tokens).
+    async fn reentry(&self) -> Result<(), LockError> {
+        lock_core::scope(async {
+            let outer = self.req().acquire().await?;
+            let inner = self.req().acquire().await?;
+            for name in self.names() {
+                assert_eq!(outer.token(&name), inner.token(&name), "{name}");
+            }
+            inner.release().await?;
+            assert!(outer.is_held() && self.held_in_redis().await?);
+            outer.release().await
+        })
+        .await
+    }
+
+    /// Acquisitions and holds are counted under the request's label.
+    async fn metrics(&self) -> Result<(), LockError> {
+        let label = format!("template={}", self.name);
+        let hold = self
+            .req()
+            .metrics_label(self.name.clone())
+            .acquire()
+            .await?;
+        let acquired = counter("distlock_acquisitions_total", &["outcome=acquired", &label]);
+        assert!(acquired >= 1, "acquisitions: {acquired}");
+        assert!(gauge("distlock_held", &[&label]) >= 1.0);
+        hold.release().await
+    }
+
+    /// An operator's force-release frees every name, and the holder learns of it.
+    async fn force_release(&self) -> Result<(), LockError> {
+        let hold = self.req().acquire().await?;
+        self.force_release_all().await?;
+        tokio::time::timeout(GENEROUS, hold.lost())
+            .await
+            .expect("the holder learns of the loss");
+        assert!(!hold.is_held());
+        let next = self.req().try_acquire().await?.expect("free after it");
+        next.release().await
+    }
+
+    /// `inspect` shows the kind, and the hold's token.
+    async fn inspect(&self) -> Result<(), LockError> {
+        let hold = self.req().acquire().await?;
+        for name in self.names() {
+            let state = self.client().inspect(name.as_str()).await?;
+            assert!(state.is_held());
+            assert_eq!(state.mode(), Some(self.kind.mode()));
+            let token = hold.token(&name);
+            // Under Redlock each node grants its own token; inspect shows the highest.
+            let redlock = self.clients.topology == "redlock";
+            let shown = state.fencing_token() == token
+                || state.holders().iter().any(|h| h.fencing_token() == token)
+                || (redlock && state.fencing_token() >= token);
+            assert!(shown, "{name}: token {token} not in {state:?}");
+        }
+        hold.release().await
+    }
+
+    /// `#[distributed_lock]` takes the kind: its body runs under the hold, released after.
+    async fn macro_form(&self) -> Result<(), LockError> {
+        let (locks, name) = (self.client(), self.name.as_str());
+        let held = match self.kind {
+            Kind::Lock => crate::forms::lock(locks, name).await?,
+            Kind::Read => crate::forms::read(locks, name).await?,
+            Kind::Write => crate::forms::write(locks, name).await?,
+            Kind::Semaphore => crate::forms::semaphore(locks, name).await?,
+            Kind::LockAll => crate::forms::lock_all(locks, name).await?,
+        };
+        assert!(held, "the body ran without the hold");
+        self.wait_held_in_redis(false).await;
+        Ok(())
+    }
+}
