@@ -27,10 +27,10 @@ end
 redis.call('hdel', holders, owner)
 local t = redis.call('time')
 local now = ms_of(t)
-prune(now)
-local _, granted = grant_waiting(t, '', publish)
-expire_at_latest(now)
+prune(now, redis.call('zrange', key, 0, 0, 'WITHSCORES'))
+local _, granted = grant_waiting(t, '', publish, redis.call('zcard', key))
 if granted > 0 then
+  expire_at_latest(now)
   return 3
 end
 redis.call(publish, channel(), RELEASE_MESSAGE)
