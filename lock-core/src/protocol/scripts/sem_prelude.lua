@@ -38,13 +38,15 @@ local function give(owner, meta, lease_ms, t, floor)
 end
 -- Grants permits to the waiters at the head of the queue, in arrival order (with rising
 -- tokens), while fewer than the head's own capacity are held (`held` of them now, counted
--- here as permits are given: no ZCARD per waiter); drops dead waiters. Publishes each grant unless the grantee is the member `skip`. Returns the
--- token granted to `skip` (or nil), how many were granted, and whether a waiter is left.
-local function grant_waiting(t, skip, publish, held)
+-- here as permits are given: no ZCARD per waiter); drops dead waiters. Publishes each
+-- grant unless the grantee is the member `skip`. `head`: the queue's first member when the
+-- caller already read it (else nil). Returns the token granted to `skip` (or nil), how
+-- many were granted, and whether a waiter is left.
+local function grant_waiting(t, skip, publish, held, head)
   local now = ms_of(t)
   local token_of_skip, granted, last = nil, 0, 0
   for _ = 1, 64 do
-    local head = redis.call('zrange', queue, 0, 0)[1]
+    head = head or redis.call('zrange', queue, 0, 0)[1]
     if not head then return token_of_skip, granted, false end
     local lease_ms, capacity, owner, meta = string.match(head, '^(%d+):(%d+)|([^|]*)|?(.*)$')
     local alive = tonumber(redis.call('zscore', deadlines, head) or '0') > now
@@ -62,6 +64,7 @@ local function grant_waiting(t, skip, publish, held)
         redis.call(publish, channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
       end
     end
+    head = nil
   end
   return token_of_skip, granted, true
 end

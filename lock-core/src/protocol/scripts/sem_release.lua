@@ -10,13 +10,16 @@ local lease_ms = ARGV[2]
 local publish = ARGV[3]
 local capacity = ARGV[4]
 local meta = ARGV[5]
--- The uncontended path first: nobody is queued, so nobody listens either.
-if redis.call('exists', queue) == 0 and redis.call('zrem', key, owner) == 1 then
+-- The permit back, and the queue's head (nil: nobody waits, so nobody listens either —
+-- the uncontended path; else the hand-off's first candidate).
+local removed = redis.call('zrem', key, owner)
+local head = redis.call('zrange', queue, 0, 0)[1]
+if removed == 1 and not head then
   redis.call('hdel', holders, owner)
   return 1
 end
 -- @prelude
-if redis.call('zrem', key, owner) == 0 then
+if removed == 0 then
   if meta then
     local me = sem_member(lease_ms, capacity, owner, meta)
     redis.call('zrem', queue, me)
@@ -28,7 +31,7 @@ redis.call('hdel', holders, owner)
 local t = redis.call('time')
 local now = ms_of(t)
 prune(now, redis.call('zrange', key, 0, 0, 'WITHSCORES'))
-local _, granted = grant_waiting(t, '', publish, redis.call('zcard', key))
+local _, granted = grant_waiting(t, '', publish, redis.call('zcard', key), head)
 if granted > 0 then
   expire_at_latest(now)
   return 3
