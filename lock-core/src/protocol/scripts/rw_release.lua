@@ -47,41 +47,34 @@ if holds_now > 1 then
   end
   return 2
 end
-local released = token_of(state[2])
-local t = redis.call('time')
-if size == 3 then
-  -- The only hold ends with waiters queued: the lock is free, no other hold to read.
-  redis.call('del', key)
-  if not writer then
-    redis.call('del', timeout_key(owner, 1))
-  end
-  local _, granted = grant_waiting(t, released, '', publish, true, false)
-  if granted > 0 then
-    return 3
-  end
-  redis.call(publish, channel(), writer and WRITE_RELEASE_MESSAGE or RELEASE_MESSAGE)
-  return 1
-end
-redis.call('hdel', key, owner, record_field(owner))
+local floor = token_of(state[2])
 if not writer then
   redis.call('del', timeout_key(owner, 1))
 end
-if not writer and not queued then
-  -- Other holds remain and nobody waits: nothing to hand on, no need to read every hold
-  -- (dead readers go with the hash's TTL, or at the next contended call).
-  return 1
-end
-local readers, writers, top = holds()
-local floor = math.max(top, released)
-if prune_readers(readers, writers) then
-  local reading = next(writers) == nil
-  if reading then
-    -- A writer's own read holds (Redisson's) remain: the lock is now read-locked.
-    redis.call('hset', key, 'mode', 'read')
+if size ~= 3 then
+  redis.call('hdel', key, owner, record_field(owner))
+  if not writer and not queued then
+    -- Other holds remain and nobody waits: nothing to hand on, no need to read every hold
+    -- (dead readers go with the hash's TTL, or at the next contended call).
+    return 1
   end
-  grant_waiting(t, floor, '', publish, false, reading)
-  return 1
 end
+local t = redis.call('time')
+-- The only hold ending (with waiters queued) frees the lock: no other hold to read.
+if size ~= 3 then
+  local readers, writers, top = holds()
+  floor = math.max(top, floor)
+  if prune_readers(readers, writers) then
+    local reading = next(writers) == nil
+    if reading then
+      -- A writer's own read holds (Redisson's) remain: the lock is now read-locked.
+      redis.call('hset', key, 'mode', 'read')
+    end
+    grant_waiting(t, floor, '', publish, false, reading)
+    return 1
+  end
+end
+-- Nobody holds it now (its only hold ended, or every other holder died).
 redis.call('del', key)
 local _, granted = grant_waiting(t, floor, '', publish, true, false)
 if granted > 0 then
