@@ -36,7 +36,7 @@ def free_port():
     s = socket.socket(); s.bind(('127.0.0.1', 0)); p = s.getsockname()[1]; s.close(); return p
 def start_server():
     port = free_port()
-    p = subprocess.Popen(['redis-server', '--bind', '127.0.0.1', '--port', str(port), '--save', '', '--appendonly', 'no'], stdout=subprocess.DEVNULL)
+    p = subprocess.Popen([os.environ.get('REDIS_SERVER_BIN', 'redis-server'), '--bind', '127.0.0.1', '--port', str(port), '--save', '', '--appendonly', 'no'], stdout=subprocess.DEVNULL)
     for _ in range(100):
         try: Conn(port).cmd('PING'); return p, port
         except Exception: time.sleep(0.05)
