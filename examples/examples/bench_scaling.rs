@@ -12,7 +12,7 @@
 //! as SVG (default `examples/bench/scaling/scaling.svg`).
 //!
 //! ```sh
-//! cargo run --release -p distlock-examples --example bench_scaling              # ~4 min
+//! cargo run --release -p distlock-examples --example bench_scaling              # ~5 min
 //! cargo run --release -p distlock-examples --example bench_scaling -- --quick   # ~1 min
 //! ```
 
