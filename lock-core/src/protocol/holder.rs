@@ -88,6 +88,32 @@ impl HolderInfo {
         })
     }
 
+    /// Reads a record as the scripts store it — token, owner, then service, host, pid and
+    /// request id when recorded, joined by byte 31 — into the token (0 without one) and the
+    /// holder (`None` without metadata). Parsed here, not in Lua: a busy answer costs Redis
+    /// no string work.
+    pub(crate) fn from_record(record: &str) -> (u64, Option<Self>) {
+        let mut parts = record.split(SEP);
+        let token: u64 = parts.next().and_then(|t| t.parse().ok()).unwrap_or(0);
+        let owner = parts.next().unwrap_or_default();
+        let meta: Vec<&str> = parts.collect();
+        let [service, host, rest @ ..] = meta.as_slice() else {
+            return (token, None);
+        };
+        let info = Self {
+            owner: owner.to_owned(),
+            service: (*service).to_owned(),
+            host: (*host).to_owned(),
+            pid: rest.first().and_then(|p| p.parse().ok()),
+            request_id: rest
+                .get(1)
+                .filter(|r| !r.is_empty())
+                .map(|r| (*r).to_owned()),
+            acquired_at: UNIX_EPOCH + Duration::from_millis(token / 1000),
+        };
+        (token, Some(info))
+    }
+
     /// The Redis owner id (`<client uuid>:<number>`) of the hold.
     pub fn owner(&self) -> &str {
         &self.owner
@@ -228,6 +254,22 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(rfc3339(1_714_533_129_456), "2024-05-01T03:12:09.456Z");
+    }
+
+    #[test]
+    fn records_read_as_the_fields_the_scripts_answered() {
+        let meta = ["billing", "web-3", "4242", "req-1"].join("\u{1f}");
+        let record = format!("1714533129456789\u{1f}u:1\u{1f}{meta}");
+        let (token, info) = HolderInfo::from_record(&record);
+        let fields =
+            ["u:1", "billing", "web-3", "4242", "1714533129456", "req-1"].map(String::from);
+        assert_eq!(token, 1_714_533_129_456_789);
+        assert_eq!(
+            info.unwrap().to_string(),
+            HolderInfo::from_fields(&fields).unwrap().to_string()
+        );
+        assert_eq!(HolderInfo::from_record("17\u{1f}u:1"), (17, None));
+        assert_eq!(HolderInfo::from_record(""), (0, None));
     }
 
     #[test]

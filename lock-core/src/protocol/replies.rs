@@ -27,7 +27,8 @@ pub(crate) enum AcquireReply {
 }
 
 impl FromRedisValue for AcquireReply {
-    /// `{1, token}` or `{0, pttl, holder's token, holder record fields…}`.
+    /// `{1, token}` or `{0, pttl, a holder's token or 0, a holder's record or nil}`: the
+    /// fence is the greater of the token and the record's.
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let mut items = Vec::<Value>::from_redis_value(v)?.into_iter();
         let mut int = || i64::from_redis_value(items.next().unwrap_or(Value::Nil));
@@ -37,14 +38,16 @@ impl FromRedisValue for AcquireReply {
                 token: value.unsigned_abs(),
             });
         }
-        let fence = int()?.unsigned_abs();
-        let record: Vec<String> = items
-            .map(|v| String::from_redis_value(v).unwrap_or_default())
-            .collect();
+        let token = int()?.unsigned_abs();
+        let record = Option::<String>::from_redis_value(items.next().unwrap_or(Value::Nil))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let (recorded, holder) = HolderInfo::from_record(&record);
         Ok(Self::Busy {
             pttl: value,
-            fence,
-            holder: HolderInfo::from_fields(&record),
+            fence: token.max(recorded),
+            holder,
         })
     }
 }
@@ -247,8 +250,8 @@ mod tests {
     fn acquire_reads_both_shapes() {
         let got = AcquireReply::from_redis_value(Value::Array(vec![Value::Int(1), Value::Int(7)]));
         assert_eq!(got.unwrap(), AcquireReply::Acquired { token: 7 });
-        let mut busy = vec![Value::Int(0), Value::Int(900), Value::Int(12)];
-        busy.extend(["u:1", "billing", "web-3", "4242", "1714533129456", ""].map(bulk));
+        let record = "1714533129456789\u{1f}u:1\u{1f}billing\u{1f}web-3\u{1f}4242\u{1f}";
+        let busy = vec![Value::Int(0), Value::Int(900), Value::Int(0), bulk(record)];
         let Ok(AcquireReply::Busy {
             pttl,
             fence,
@@ -257,9 +260,10 @@ mod tests {
         else {
             panic!("a busy answer")
         };
-        assert_eq!((pttl, fence), (900, 12));
+        assert_eq!((pttl, fence), (900, 1_714_533_129_456_789));
         assert_eq!(holder.unwrap().service(), "billing");
-        let bare = vec![Value::Int(0), Value::Int(-1), Value::Int(3)];
+        // A Redisson holder: no record; a read-write lock's highest token beside a record.
+        let bare = vec![Value::Int(0), Value::Int(-1), Value::Int(3), Value::Nil];
         let got = AcquireReply::from_redis_value(Value::Array(bare)).unwrap();
         assert!(matches!(
             got,
@@ -269,6 +273,14 @@ mod tests {
                 holder: None
             }
         ));
+        let higher = vec![
+            Value::Int(0),
+            Value::Int(5),
+            Value::Int(9),
+            bulk("7\u{1f}u:2"),
+        ];
+        let got = AcquireReply::from_redis_value(Value::Array(higher)).unwrap();
+        assert!(matches!(got, AcquireReply::Busy { fence: 9, .. }));
         assert!(AcquireReply::from_redis_value(Value::Int(1)).is_err());
     }
 

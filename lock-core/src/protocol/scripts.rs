@@ -9,9 +9,10 @@
 //! and [`holder`](crate::protocol::holder), so none is written twice. Then comes the
 //! script's own file, whose header comment states its KEYS and ARGV, with `prelude.lua`
 //! (fencing tokens, holder records, queue members and `grant_next`) and the kind's own
-//! prelude inserted at its `-- @prelude` line: after the uncontended path, which then pays
-//! for none of it. `renew.lua` and `multi_acquire.lua` take many locks and have their own
-//! layout.
+//! prelude inserted at its `-- @prelude` line: on the branch that needs it, so that the
+//! uncontended path (and, for the exclusive lock, the busy answer) pays for none of it —
+//! Lua creates each of its functions afresh on every call that passes the line.
+//! `renew.lua` and `multi_acquire.lua` take many locks and have their own layout.
 //!
 //! Each call is a [`Call`] typed with its reply ([`crate::protocol::replies`]), so callers
 //! never choose how to read an answer. A call is an EVALSHA command built once, straight from
@@ -538,7 +539,10 @@ mod tests {
             }
         }
         let script = assemble(include_str!("scripts/acquire.lua"), &EXCLUSIVE, &[]);
-        assert!(script.find("local function grant(") > script.find("if not fence"));
+        let fast = script
+            .find("if present == 0 and not fence")
+            .expect("the uncontended check");
+        assert!(script.find("local function grant(").expect("the prelude") > fast);
     }
 
     #[test]

@@ -5,11 +5,12 @@
 --       'spublish').
 -- Returns {1, token} when this owner holds the lock (fresh, handed to it, or already its
 -- own — acquiring is idempotent, so a retry after a lost reply is safe), else
--- {0, pttl, the holder's token} after queueing the caller, followed by the holder's owner,
--- service, host, pid, acquired-at (ms) and request id when its record has them.
+-- {0, pttl, 0, the holder's record or nil} after queueing the caller (the client reads the
+-- holder's token and fields from the record: no parsing here).
+local present = redis.call('exists', key, queue)
 -- The uncontended path first, inline (it is the prelude's `grant` with no floor): a free
 -- lock with nobody queued costs four calls.
-if not fence and redis.call('exists', key, queue) == 0 then
+if present == 0 and not fence then
   local t = redis.call('time')
   local token = t[1] .. string.format('%06d', t[2])
   local record = token .. '\31' .. owner
@@ -18,33 +19,41 @@ if not fence and redis.call('exists', key, queue) == 0 then
   redis.call('pexpire', key, lease_ms)
   return {1, tonumber(token)}
 end
--- @prelude
+-- The busy path, inline too (it runs once per contended acquisition): both keys there
+-- means held, so no second EXISTS; the caller's count and the record in one HMGET.
 local t = redis.call('time')
-local me = member(lease_ms, owner, meta)
-if redis.call('exists', key) == 0 then
+local me = lease_ms .. '|' .. owner .. '|' .. meta
+local record
+if present == 2 or (present == 1 and redis.call('exists', key) == 1) then
+  local mine = redis.call('hmget', key, owner, HOLDER_FIELD)
+  if mine[1] then
+    -- Already ours (a retry after a lost reply).
+    redis.call('pexpire', key, lease_ms)
+    return {1, tonumber(mine[2] and string.match(mine[2], '^%d+') or '0')}
+  end
+  record = mine[2]
+else
+  -- Free with waiters queued (a lease ran out, or a grant is being taken up): the first
+  -- live waiter gets it, maybe the caller.
+-- @prelude
   local floor = floor_of(0)
-  local head, token = grant_next({t = t, floor = floor, skip = me, publish = publish})
+  local head, token = grant_next(t, floor, me, publish)
   if head == me then
     return {1, token}
   end
   if not head then
     return {1, grant(owner, meta, lease_ms, t, floor)}
   end
-elseif redis.call('hexists', key, owner) == 1 then
-  -- Already ours (a retry after a lost reply).
-  redis.call('pexpire', key, lease_ms)
-  return {1, token_of(redis.call('hget', key, HOLDER_FIELD))}
+  record = redis.call('hget', key, HOLDER_FIELD)
 end
 local ttl = tonumber(waiter_ttl_ms)
 if ttl > 0 then
-  local now = ms_of(t)
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('zadd', queue, 'NX', now, me)
   redis.call('zadd', deadlines, now + ttl, me)
   redis.call('pexpire', queue, ttl)
   redis.call('pexpire', deadlines, ttl)
 end
--- The holder's token: a grant with a token not above it was already superseded.
-local record = redis.call('hget', key, HOLDER_FIELD)
-local busy = {0, redis.call('pttl', key), token_of(record)}
-for _, v in ipairs(holder_fields(record)) do busy[#busy + 1] = v end
-return busy
+-- The holder's token is read from its record by the client: a grant with a token not
+-- above it was already superseded.
+return {0, redis.call('pttl', key), 0, record}

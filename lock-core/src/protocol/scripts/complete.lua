@@ -30,7 +30,7 @@ if count > 1 then
   return 2
 end
 redis.call('del', key)
-if grant_next({t = redis.call('time'), floor = floor_of(current), skip = '', publish = publish}) then
+if grant_next(redis.call('time'), floor_of(current), '', publish) then
   return 3
 end
 redis.call(publish, channel(), RELEASE_MESSAGE)

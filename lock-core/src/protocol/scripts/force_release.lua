@@ -10,7 +10,7 @@ if redis.call('exists', key) == 0 then
 end
 local floor = floor_of(token_of(redis.call('hget', key, HOLDER_FIELD)))
 redis.call('del', key)
-if grant_next({t = redis.call('time'), floor = floor, skip = '', publish = publish}) then
+if grant_next(redis.call('time'), floor, '', publish) then
   return 2
 end
 redis.call(publish, channel(), RELEASE_MESSAGE)

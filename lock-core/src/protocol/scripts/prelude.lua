@@ -1,7 +1,8 @@
--- Shared by every script of one lock: inserted at the `-- @prelude` line of each script,
--- after its uncontended path (which defines nothing and reads little, since that path runs
--- on every uncontended acquisition and release). Before it, the generated header (see
--- scripts.rs) defines the lock's keys as locals in the one order all scripts take —
+-- Shared by the scripts of one lock: inserted at the `-- @prelude` line of each script, on
+-- the branches that need it (a hand-off, a free lock with waiters, the rare paths), so
+-- that the uncontended path and the busy answer define none of it: every function here is
+-- created afresh on each call that passes the marker. Before it, the generated header
+-- (see scripts.rs) defines the lock's keys as locals in the one order all scripts take —
 --   key, queue, deadlines, fence = KEYS[1] .. KEYS[4]
 -- where `fence` is only given under Redlock (nil otherwise) — and the constants
 -- HOLDER_FIELD, CHANNEL_PREFIX, GRANTS_PREFIX, GRANT_PREFIX and RELEASE_MESSAGE.
@@ -57,35 +58,27 @@ local function grant(owner, meta, lease_ms, t, floor)
   return token
 end
 -- Grants the (free) lock to the first waiter whose deadline has not passed, dropping dead
--- ones. `to` says:
---   t:       the Redis clock (a TIME reply);
---   floor:   the lowest token the grant must exceed (floor_of);
---   skip:    the queue member not to publish the grant to (the caller; '' for none);
---   publish: the publish command ('publish', or 'spublish' on a Cluster).
--- Publishes GRANT_PREFIX .. '<owner>:<token>' on the grants channel unless the grantee is
--- `skip`.
--- Returns member, token or nil.
-local function grant_next(to)
-  local now = ms_of(to.t)
+-- ones: `t` the Redis clock (a TIME reply), `floor` the lowest token the grant must exceed
+-- (floor_of), `skip` the queue member not to publish the grant to (the caller; '' for
+-- none), `publish` the publish command, `head` the queue's first member when the caller
+-- already popped it (else nil). Publishes GRANT_PREFIX .. '<owner>:<token>' on the grants channel
+-- unless the grantee is `skip`. Returns member, token or nil.
+local function grant_next(t, floor, skip, publish, head)
+  local now = ms_of(t)
   for _ = 1, 64 do
-    local head = redis.call('zrange', queue, 0, 0)[1]
+    head = head or redis.call('zpopmin', queue)[1]
     if not head then return nil end
-    local deadline = tonumber(redis.call('zscore', deadlines, head) or '0')
-    redis.call('zrem', queue, head)
+    local deadline = redis.call('zscore', deadlines, head)
     redis.call('zrem', deadlines, head)
-    if deadline > now then
-      local sep = string.find(head, '|', 1, true)
-      local lease_ms, owner, meta = string.sub(head, 1, sep - 1), string.sub(head, sep + 1), ''
-      local sep2 = string.find(owner, '|', 1, true)
-      if sep2 then
-        owner, meta = string.sub(owner, 1, sep2 - 1), string.sub(owner, sep2 + 1)
-      end
-      local token = grant(owner, meta, lease_ms, to.t, to.floor)
-      if head ~= to.skip then
-        redis.call(to.publish, grant_channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
+    if deadline and tonumber(deadline) > now then
+      local lease_ms, owner, meta = string.match(head, '^(%d+)|([^|]*)|?(.*)$')
+      local token = grant(owner, meta, lease_ms, t, floor)
+      if head ~= skip then
+        redis.call(publish, grant_channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
       end
       return head, token
     end
+    head = nil
   end
   return nil
 end

@@ -6,11 +6,12 @@
 -- A reader is granted while nobody writes and no live waiter is queued before it; a writer
 -- while nobody holds the lock. Returns {1, token} when this owner holds its side (fresh,
 -- handed to it, or already its own: a retry after a lost reply is safe), else {0, pttl,
--- the holds' highest token, a holder's owner, service, host, pid, acquired-at (ms) and
--- request id when recorded} after queueing the caller. A hash that is not a read-write
+-- the holds' highest token, a holder's record or nil} after queueing the caller (the client
+-- reads the holder's fields from the record). A hash that is not a read-write
 -- lock (no `mode`: a lock of `client.lock`) is busy and left alone.
+local present = redis.call('exists', key, queue)
 -- The uncontended path first, inline: a free lock with nobody queued costs five calls.
-if redis.call('exists', key, queue) == 0 then
+if present == 0 then
   local t = redis.call('time')
   local token = t[1] .. string.format('%06d', t[2])
   local record = token .. '\31' .. owner
@@ -22,13 +23,17 @@ if redis.call('exists', key, queue) == 0 then
   redis.call('pexpire', key, lease_ms)
   return {1, tonumber(token)}
 end
--- @prelude
-if redis.call('exists', key) == 1 and not redis.call('hget', key, 'mode') then
+-- The lock's mode and the caller's hold count in one call. A hash without a mode is not a
+-- read-write lock (a lock of `client.lock`): busy, left alone.
+local state = redis.call('hmget', key, 'mode', owner)
+local mode, mine = state[1], state[2]
+if not mode and (present == 2 or redis.call('exists', key) == 1) then
   return {0, redis.call('pttl', key), 0}
 end
+-- @prelude
 local t = redis.call('time')
 local now = ms_of(t)
-if redis.call('hexists', key, owner) == 1 then
+if mine then
   -- Already ours (a retry after a lost reply).
   if side == 'read' then
     redis.call('set', timeout_key(owner, 1), 1, 'px', lease_ms)
@@ -38,28 +43,35 @@ if redis.call('hexists', key, owner) == 1 then
   end
   return {1, token_of(redis.call('hget', key, record_field(owner)))}
 end
--- A reader joining readers with nobody queued: no need to read every hold.
-if side == 'read' and redis.call('exists', queue) == 0
-    and redis.call('hget', key, 'mode') == 'read' then
-  return {1, grant_side(owner, meta, lease_ms, t, 0)}
+-- A reader joining readers with nobody queued (a mode and one key: the lock, no queue): no
+-- need to read every hold.
+if side == 'read' and mode == 'read' and present == 1 then
+  return {1, grant_side(owner, meta, lease_ms, t, 0, false)}
 end
-local readers, writers, top = holds()
-local held = prune_readers(readers, writers)
-if not held then
-  -- Every holder died: the lock is free (their records go with the hash).
-  redis.call('del', key)
-end
-local free = not held
-local reading = held and next(writers) == nil
 local me = member(lease_ms, owner, meta)
-local token, granted
-token, granted, free, reading = grant_waiting(t, top, me, publish, free, reading)
-if not token and redis.call('exists', queue) == 0
-    and (free or (reading and side == 'read')) then
-  token = grant_side(owner, meta, lease_ms, t, top)
-end
-if token then
-  return {1, token}
+local readers, writers, top, record = holds()
+if mode ~= 'write' then
+  -- Readers hold it, or nobody: dead readers go, then the queue's head and the caller may
+  -- fit. (While a writer holds it — its hold lives as long as the hash — nothing can.)
+  local held = prune_readers(readers, writers)
+  if not held then
+    -- Every holder died: the lock is free (their records go with the hash).
+    redis.call('del', key)
+  end
+  local free = not held
+  local reading = held and next(writers) == nil
+  local token, granted
+  token, granted, free, reading = grant_waiting(t, top, me, publish, free, reading)
+  if not token and redis.call('exists', queue) == 0
+      and (free or (reading and side == 'read')) then
+    token = grant_side(owner, meta, lease_ms, t, top, free)
+  end
+  if token then
+    return {1, token}
+  end
+  if granted > 0 then
+    _, _, top, record = holds()
+  end
 end
 local ttl = tonumber(waiter_ttl_ms)
 if ttl > 0 then
@@ -68,4 +80,4 @@ if ttl > 0 then
   redis.call('pexpire', queue, ttl)
   redis.call('pexpire', deadlines, ttl)
 end
-return busy()
+return busy(top, record)

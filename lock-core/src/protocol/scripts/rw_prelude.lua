@@ -55,8 +55,9 @@ local function prune_readers(readers, writers)
   return left
 end
 -- Gives `owner` its side (write for a ':write' owner, else read) at Redis time `t`, with a
--- token above `floor`; returns the token. The hash lives as long as its longest hold.
-local function grant_side(owner, meta, lease_ms, t, floor)
+-- token above `floor`; returns the token. The hash lives as long as its longest hold:
+-- `fresh` says it was just created (no TTL yet), so its TTL need not be read.
+local function grant_side(owner, meta, lease_ms, t, floor, fresh)
   local token = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), floor + 1)
   local record = string.format('%d', token) .. '\31' .. owner
   if meta ~= '' then record = record .. '\31' .. meta end
@@ -65,21 +66,23 @@ local function grant_side(owner, meta, lease_ms, t, floor)
   if side == 'read' then
     redis.call('set', timeout_key(owner, 1), 1, 'px', lease_ms)
   end
-  if redis.call('pttl', key) < tonumber(lease_ms) then
+  if fresh or redis.call('pttl', key) < tonumber(lease_ms) then
     redis.call('pexpire', key, lease_ms)
   end
   return token
 end
 -- Grants the lock to the waiters at the head of the queue, in arrival order, while they
 -- fit: a writer when nobody holds it, readers while nobody writes (a writer at the head
--- stops the readers behind it: writers are not starved). Drops dead waiters. `free`: no
--- holds; `reading`: only readers hold. Publishes each grant unless the grantee is the
--- member `skip`. Returns the token granted to `skip` (or nil), how many were granted, and
--- the new `free` and `reading`.
+-- stops the readers behind it: writers are not starved). Drops dead waiters it looks at;
+-- looks at none while a writer holds it. `free`: no holds (the hash is gone); `reading`:
+-- only readers hold. Publishes each grant unless the grantee is the member `skip`. Returns
+-- the token granted to `skip` (or nil), how many were granted, and the new `free` and
+-- `reading`.
 local function grant_waiting(t, floor, skip, publish, free, reading)
   local now = ms_of(t)
   local token_of_skip, granted = nil, 0
   for _ = 1, 64 do
+    if not (free or reading) then break end
     local head = redis.call('zrange', queue, 0, 0)[1]
     if not head then break end
     local alive = tonumber(redis.call('zscore', deadlines, head) or '0') > now
@@ -89,7 +92,7 @@ local function grant_waiting(t, floor, skip, publish, free, reading)
     redis.call('zrem', queue, head)
     redis.call('zrem', deadlines, head)
     if alive and owner then
-      local token = grant_side(owner, meta, lease_ms, t, floor)
+      local token = grant_side(owner, meta, lease_ms, t, floor, free)
       granted = granted + 1
       if head == skip then
         token_of_skip = token
@@ -101,10 +104,8 @@ local function grant_waiting(t, floor, skip, publish, free, reading)
   end
   return token_of_skip, granted, free, reading
 end
--- The busy answer: the lock's TTL, the highest token of its holds and a holder's record.
-local function busy()
-  local _, _, top, record = holds()
-  local answer = {0, redis.call('pttl', key), top}
-  for _, v in ipairs(holder_fields(record)) do answer[#answer + 1] = v end
-  return answer
+-- The busy answer: the lock's TTL, the highest token of its holds and a holder's record
+-- (the client reads the fields from it).
+local function busy(top, record)
+  return {0, redis.call('pttl', key), top, record}
 end

@@ -8,12 +8,17 @@
 -- (the lock deleted and Redisson's message published — RELEASE_MESSAGE after a reader,
 -- WRITE_RELEASE_MESSAGE after a writer — or other holds remain), 2 when a reentrant hold
 -- remains (Redisson clients), 3 when the lock was handed to waiters.
-local count = redis.call('hget', key, owner)
--- The uncontended path first: the only hold (mode, its field, its record) ends and nobody
--- is queued.
-if count == '1' and redis.call('exists', queue) == 0 and redis.call('hlen', key) == 3 then
+-- The owner's count and record in one call; whether anyone waits; and, for a last hold,
+-- how many fields the hash has (3 — mode, count, record — when it is the only hold).
+local state = redis.call('hmget', key, owner, HOLDER_FIELD .. ':' .. owner)
+local count = state[1]
+local queued = redis.call('exists', queue) == 1
+local size = count == '1' and redis.call('hlen', key) or 0
+local writer = string.sub(owner, -6) == ':write'
+-- The uncontended path first: the only hold ends and nobody is queued.
+if size == 3 and not queued then
   redis.call('del', key)
-  if string.sub(owner, -6) == ':write' then
+  if writer then
     redis.call(publish, CHANNEL_PREFIX .. '{' .. key .. '}', WRITE_RELEASE_MESSAGE)
   else
     redis.call('del', '{' .. key .. '}:' .. owner .. ':rwlock_timeout:1')
@@ -31,7 +36,6 @@ if holds_now <= 0 then
   end
   return 0
 end
-local writer = is_writer(owner)
 if holds_now > 1 then
   redis.call('hincrby', key, owner, -1)
   if not writer then
@@ -39,28 +43,34 @@ if holds_now > 1 then
   end
   return 2
 end
-local released = token_of(redis.call('hget', key, record_field(owner)))
-redis.call('hdel', key, owner, record_field(owner))
+local floor = token_of(state[2])
 if not writer then
   redis.call('del', timeout_key(owner, 1))
 end
-if not writer and redis.call('exists', queue) == 0 and redis.call('hlen', key) > 1 then
-  -- Other holds remain and nobody waits: nothing to hand on, no need to read every hold
-  -- (dead readers go with the hash's TTL, or at the next contended call).
-  return 1
-end
-local readers, writers, top = holds()
-local floor = math.max(top, released)
-local t = redis.call('time')
-if prune_readers(readers, writers) then
-  local reading = next(writers) == nil
-  if reading then
-    -- A writer's own read holds (Redisson's) remain: the lock is now read-locked.
-    redis.call('hset', key, 'mode', 'read')
+if size ~= 3 then
+  redis.call('hdel', key, owner, record_field(owner))
+  if not writer and not queued then
+    -- Other holds remain and nobody waits: nothing to hand on, no need to read every hold
+    -- (dead readers go with the hash's TTL, or at the next contended call).
+    return 1
   end
-  grant_waiting(t, floor, '', publish, false, reading)
-  return 1
 end
+local t = redis.call('time')
+-- The only hold ending (with waiters queued) frees the lock: no other hold to read.
+if size ~= 3 then
+  local readers, writers, top = holds()
+  floor = math.max(top, floor)
+  if prune_readers(readers, writers) then
+    local reading = next(writers) == nil
+    if reading then
+      -- A writer's own read holds (Redisson's) remain: the lock is now read-locked.
+      redis.call('hset', key, 'mode', 'read')
+    end
+    grant_waiting(t, floor, '', publish, false, reading)
+    return 1
+  end
+end
+-- Nobody holds it now (its only hold ended, or every other holder died).
 redis.call('del', key)
 local _, granted = grant_waiting(t, floor, '', publish, true, false)
 if granted > 0 then

@@ -5,8 +5,8 @@
 -- A permit is granted while fewer than the caller's capacity are held and no live waiter is
 -- queued before it. Returns {1, token} when this owner holds a permit (fresh, handed to it,
 -- or already its own: a retry after a lost reply is safe), else {0, ms until the first
--- permit expires, that holder's token, its owner, service, host, pid, acquired-at (ms) and
--- request id when recorded} after queueing the caller.
+-- permit expires, 0, that holder's record or nil} after queueing the caller (the client
+-- reads the token and fields from the record).
 -- The uncontended path first, inline: no permit held and nobody queued costs six calls.
 if redis.call('exists', key, queue) == 0 then
   local t = redis.call('time')
@@ -23,7 +23,9 @@ end
 -- @prelude
 local t = redis.call('time')
 local now = ms_of(t)
-prune(now)
+-- The first permit to expire: whether any died, and the busy answer's.
+local first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
+local changed = prune(now, first)
 local mine = redis.call('zscore', key, owner)
 if mine then
   -- Already ours (a retry after a lost reply).
@@ -34,12 +36,14 @@ if mine then
   return {1, token_of(redis.call('hget', holders, owner))}
 end
 local me = sem_member(lease_ms, capacity, owner, meta)
-local token = grant_waiting(t, me, publish)
-if not token and redis.call('exists', queue) == 0
-    and redis.call('zcard', key) < tonumber(capacity) then
+local held = redis.call('zcard', key)
+local token, granted, waiting = grant_waiting(t, me, publish, held)
+if not token and not waiting and held + granted < tonumber(capacity) then
   token = give(owner, meta, lease_ms, t, 0)
 end
-expire_at_latest(now)
+if changed or granted > 0 or token then
+  expire_at_latest(now)
+end
 if token then
   return {1, token}
 end
@@ -50,4 +54,7 @@ if ttl > 0 then
   redis.call('pexpire', queue, ttl)
   redis.call('pexpire', deadlines, ttl)
 end
-return busy(now)
+if changed or granted > 0 then
+  first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
+end
+return busy(now, first)

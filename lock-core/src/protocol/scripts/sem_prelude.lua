@@ -6,13 +6,16 @@
 local function sem_member(lease_ms, capacity, owner, meta)
   return lease_ms .. ':' .. capacity .. '|' .. owner .. '|' .. meta
 end
--- Drops the permits whose expiry has passed: their holders died or lost them.
-local function prune(now)
+-- Drops the permits whose expiry has passed (their holders died or lost them) when the
+-- first to expire, `first` (a ZRANGE 0 0 WITHSCORES answer), has; true when any went.
+local function prune(now, first)
+  if not first[2] or tonumber(first[2]) > now then return false end
   local dead = redis.call('zrangebyscore', key, '-inf', now)
   for _, owner in ipairs(dead) do
     redis.call('zrem', key, owner)
     redis.call('hdel', holders, owner)
   end
+  return true
 end
 -- Keeps both keys until the latest permit's expiry.
 local function expire_at_latest(now)
@@ -34,38 +37,40 @@ local function give(owner, meta, lease_ms, t, floor)
   return token
 end
 -- Grants permits to the waiters at the head of the queue, in arrival order (with rising
--- tokens), while the head's own capacity allows; drops dead waiters. Publishes each grant unless the grantee
--- is the member `skip`. Returns the token granted to `skip` (or nil), and how many were
--- granted.
-local function grant_waiting(t, skip, publish)
+-- tokens), while fewer than the head's own capacity are held (`held` of them now, counted
+-- here as permits are given: no ZCARD per waiter); drops dead waiters. Publishes each
+-- grant unless the grantee is the member `skip`. `head`: the queue's first member when the
+-- caller already read it (else nil). Returns the token granted to `skip` (or nil), how
+-- many were granted, and whether a waiter is left.
+local function grant_waiting(t, skip, publish, held, head)
   local now = ms_of(t)
   local token_of_skip, granted, last = nil, 0, 0
   for _ = 1, 64 do
-    local head = redis.call('zrange', queue, 0, 0)[1]
-    if not head then break end
-    local alive = tonumber(redis.call('zscore', deadlines, head) or '0') > now
+    head = head or redis.call('zrange', queue, 0, 0)[1]
+    if not head then return token_of_skip, granted, false end
     local lease_ms, capacity, owner, meta = string.match(head, '^(%d+):(%d+)|([^|]*)|?(.*)$')
-    if alive and capacity and redis.call('zcard', key) >= tonumber(capacity) then break end
+    local alive = tonumber(redis.call('zscore', deadlines, head) or '0') > now
+    if alive and capacity and held >= tonumber(capacity) then
+      return token_of_skip, granted, true
+    end
     redis.call('zrem', queue, head)
     redis.call('zrem', deadlines, head)
     if alive and capacity then
       local token = give(owner, meta, lease_ms, t, last)
-      granted, last = granted + 1, token
+      granted, last, held = granted + 1, token, held + 1
       if head == skip then
         token_of_skip = token
       else
         redis.call(publish, grant_channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
       end
     end
+    head = nil
   end
-  return token_of_skip, granted
+  return token_of_skip, granted, true
 end
--- The busy answer: the time until the first permit expires, its holder's token and record.
-local function busy(now)
-  local first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
+-- The busy answer: the time until the first permit expires (`first`, a ZRANGE 0 0
+-- WITHSCORES answer), 0, and its holder's record (the client reads token and fields).
+local function busy(now, first)
   if not first[1] then return {0, 0, 0} end
-  local record = redis.call('hget', holders, first[1])
-  local answer = {0, tonumber(first[2]) - now, token_of(record)}
-  for _, v in ipairs(holder_fields(record)) do answer[#answer + 1] = v end
-  return answer
+  return {0, tonumber(first[2]) - now, 0, redis.call('hget', holders, first[1])}
 end

@@ -5,13 +5,16 @@
 --       may still be queued. lease_ms, capacity and meta make its queue member.
 -- Returns 0 when the owner held no permit (it only leaves the queue), 1 when the permit was
 -- given back and RELEASE_MESSAGE published, 3 when it was handed to waiters.
--- The uncontended path first: nobody is queued, so nobody listens either.
-if redis.call('exists', queue) == 0 and redis.call('zrem', key, owner) == 1 then
+-- The permit back, and the queue's head (nil: nobody waits, so nobody listens either —
+-- the uncontended path; else the hand-off's first candidate).
+local removed = redis.call('zrem', key, owner)
+local head = redis.call('zrange', queue, 0, 0)[1]
+if removed == 1 and not head then
   redis.call('hdel', holders, owner)
   return 1
 end
 -- @prelude
-if redis.call('zrem', key, owner) == 0 then
+if removed == 0 then
   if meta then
     local me = sem_member(lease_ms, capacity, owner, meta)
     redis.call('zrem', queue, me)
@@ -22,10 +25,10 @@ end
 redis.call('hdel', holders, owner)
 local t = redis.call('time')
 local now = ms_of(t)
-prune(now)
-local _, granted = grant_waiting(t, '', publish)
-expire_at_latest(now)
+prune(now, redis.call('zrange', key, 0, 0, 'WITHSCORES'))
+local _, granted = grant_waiting(t, '', publish, redis.call('zcard', key), head)
 if granted > 0 then
+  expire_at_latest(now)
   return 3
 end
 redis.call(publish, channel(), RELEASE_MESSAGE)

@@ -1,0 +1,72 @@
+import socket, subprocess, time, os, threading, re, sys
+SCRIPTS = os.environ.get('DISTLOCK_SCRIPTS', os.path.join(os.path.dirname(os.path.abspath(__file__)), '../../../lock-core/src/protocol/scripts/'))
+def enc(*args):
+    out = [b'*%d\r\n' % len(args)]
+    for a in args:
+        if isinstance(a, int): a = str(a)
+        if isinstance(a, str): a = a.encode()
+        out.append(b'$%d\r\n%s\r\n' % (len(a), a))
+    return b''.join(out)
+class Conn:
+    def __init__(self, port):
+        self.s = socket.create_connection(('127.0.0.1', port)); self.f = self.s.makefile('rb')
+    def read(self):
+        line = self.f.readline()
+        t, rest = line[:1], line[1:-2]
+        if t in (b'+',): return rest.decode()
+        if t == b'-': return Exception(rest.decode())
+        if t == b':': return int(rest)
+        if t == b'$':
+            n = int(rest)
+            if n < 0: return None
+            d = self.f.read(n + 2); return d[:-2]
+        if t == b'*':
+            n = int(rest)
+            if n < 0: return None
+            return [self.read() for _ in range(n)]
+        raise ValueError(line)
+    def cmd(self, *a):
+        self.s.sendall(enc(*a)); r = self.read()
+        if isinstance(r, Exception): raise r
+        return r
+    def pipe(self, cmds):
+        self.s.sendall(b''.join(enc(*c) for c in cmds))
+        return [self.read() for _ in cmds]
+def free_port():
+    s = socket.socket(); s.bind(('127.0.0.1', 0)); p = s.getsockname()[1]; s.close(); return p
+def start_server():
+    port = free_port()
+    p = subprocess.Popen([os.environ.get('REDIS_SERVER_BIN', 'redis-server'), '--bind', '127.0.0.1', '--port', str(port), '--save', '', '--appendonly', 'no'], stdout=subprocess.DEVNULL)
+    for _ in range(100):
+        try: Conn(port).cmd('PING'); return p, port
+        except Exception: time.sleep(0.05)
+    raise RuntimeError('no server')
+def rd(name): return open(SCRIPTS + name).read()
+MODES = {'x': ('key, queue, deadlines, fence', 'holders', 'redisson_lock__channel:'),
+         'rw': ('key, queue, deadlines, fence', 'holders', 'redisson_rwlock:'),
+         's': ('key, queue, deadlines, holders', 'fence', 'distlock__semaphore:')}
+def header(mode):
+    names, absent, chan = MODES[mode]
+    return (f"local {names} = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\nlocal {absent} = nil\n"
+            "local HOLDER_FIELD = 'distlock:holder'\nlocal HOLDERS_PREFIX = 'distlock__holders:'\n"
+            f"local CHANNEL_PREFIX = '{chan}'\nlocal GRANT_PREFIX = 'distlock:grant:'\n"
+            "local RELEASE_MESSAGE = '0'\nlocal WRITE_RELEASE_MESSAGE = '1'\n")
+def assemble(body, mode):
+    prelude = rd('prelude.lua') + {'x': '', 'rw': rd('rw_prelude.lua'), 's': rd('sem_prelude.lua')}[mode]
+    if '-- @prelude\n' in body: body = body.replace('-- @prelude\n', prelude, 1)
+    return header(mode) + body
+def commandstats(c):
+    info = c.cmd('INFO', 'commandstats').decode()
+    out = {}
+    for m in re.finditer(r'cmdstat_(\S+):calls=(\d+),usec=(\d+)', info):
+        out[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    return out
+def drain(port, channel, pattern=False):
+    c = Conn(port)
+    c.s.sendall(enc('PSUBSCRIBE' if pattern else 'SUBSCRIBE', channel))
+    def run():
+        try:
+            while c.f.read(65536): pass
+        except Exception: pass
+    threading.Thread(target=run, daemon=True).start()
+    return c
