@@ -105,6 +105,10 @@ pub enum Event {
         fault: String,
         /// Whether SAFETY.md withdraws exclusion without fencing during it.
         unsafe_for_exclusion: bool,
+        /// Whether two masters may take writes at once during it (a Sentinel failover):
+        /// holders granted by the old one cannot be told, so honesty is not checked there.
+        #[serde(default)]
+        split_brain: bool,
     },
     /// The fault ended (healed).
     FaultEnd {

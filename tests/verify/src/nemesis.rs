@@ -94,6 +94,15 @@ impl Fault {
     }
 }
 
+impl Fault {
+    /// Whether two masters may grant the same lock during (and shortly after) this fault:
+    /// a Sentinel failover leaves the old master writable until the Sentinels demote it,
+    /// and a client follows the new one within about a second (SAFETY.md).
+    pub fn split_brain(self, topology: Topology) -> bool {
+        topology == Topology::Sentinel && matches!(self, Fault::Failover | Fault::RedisPause)
+    }
+}
+
 /// Parses `--faults`: `all`, `none`, or a comma list of names.
 ///
 /// # Errors
@@ -149,6 +158,7 @@ pub async fn run(
             Event::FaultStart {
                 fault: label.to_owned(),
                 unsafe_for_exclusion: fault.unsafe_for_exclusion(topology),
+                split_brain: fault.split_brain(topology),
             },
         );
         apply(fault, rng, servers, clients).await;

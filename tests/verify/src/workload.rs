@@ -112,8 +112,9 @@ fn think_max(config: &ClientConfig) -> Duration {
 
 fn plan(ctx: &Ctx, rng: &mut Rng, writes: Vec<(String, u64)>) -> Plan {
     let hold = match rng.below(0..100) {
-        0..70 => rng.millis(Duration::ZERO, Duration::from_millis(200)),
-        70..95 => rng.millis(Duration::from_millis(200), LEASE),
+        0..80 => rng.millis(Duration::ZERO, Duration::from_millis(40)),
+        80..97 => rng.millis(Duration::from_millis(40), LEASE),
+        // Longer than the lease: the watchdog keeps it.
         _ => rng.millis(LEASE, LEASE * 5 / 2),
     };
     Plan {
@@ -417,6 +418,7 @@ async fn force_release(ctx: &Ctx, op: u64, name: &str) -> Outcome {
         Event::FaultStart {
             fault: fault.clone(),
             unsafe_for_exclusion: true,
+            split_brain: false,
         },
     );
     let outcome = match ctx.client.force_release(name).await {
