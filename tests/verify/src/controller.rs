@@ -81,17 +81,14 @@ pub async fn run(args: &Args) -> Result<bool, String> {
     };
     let mut rng = Rng::new(seed);
     let until = started + Duration::from_secs(secs);
-    let fault_counts = nemesis::run(
+    let schedule = nemesis::Schedule {
         topology,
-        &faults,
-        &mut rng,
-        &mut servers,
-        &mut clients,
-        &history,
-        until,
+        faults,
         gap,
-    )
-    .await;
+        until,
+    };
+    let fault_counts =
+        nemesis::run(&schedule, &mut rng, &mut servers, &mut clients, &history).await;
     sleep(until.saturating_duration_since(Instant::now())).await;
     if let Servers::Cluster(cluster) = &servers {
         let _ = tokio::task::block_in_place(|| cluster.wait_until_healthy(Duration::from_secs(60)));

@@ -133,17 +133,34 @@ pub fn parse_faults(spec: &str, topology: Topology) -> Result<Vec<Fault>, String
 /// Faults injected, by kind.
 pub type Counts = std::collections::BTreeMap<&'static str, u64>;
 
-/// Runs faults from `faults` until `until`, each after a random gap, and heals the last.
+/// What the nemesis may do.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// The topology.
+    pub topology: Topology,
+    /// The faults to draw from.
+    pub faults: Vec<Fault>,
+    /// The range of the gap before each fault.
+    pub gap: (Duration, Duration),
+    /// When to stop.
+    pub until: Instant,
+}
+
+/// Runs faults drawn with `rng` from `schedule`, each after a random gap, each healed
+/// before the next.
 pub async fn run(
-    topology: Topology,
-    faults: &[Fault],
+    schedule: &Schedule,
     rng: &mut Rng,
     servers: &mut Servers,
     clients: &mut Clients,
     history: &HistoryWriter,
-    until: Instant,
-    gap: (Duration, Duration),
 ) -> Counts {
+    let Schedule {
+        topology,
+        ref faults,
+        gap,
+        until,
+    } = *schedule;
     let mut counts = Counts::new();
     // Bounded in count as well as time: at most one fault per 100 ms.
     for _ in 0..until.saturating_duration_since(Instant::now()).as_millis() / 100 + 1 {

@@ -16,6 +16,9 @@ use std::collections::BTreeMap;
 
 use crate::history::{Event, Mode, Outcome, Record};
 
+/// A grant: when, the kind of hold, and `(name, token)` per name.
+pub type Grant = (u64, Mode, Vec<(String, u64)>);
+
 /// What the history says about one operation.
 #[derive(Debug, Clone, Default)]
 pub struct OpView {
@@ -28,7 +31,7 @@ pub struct OpView {
     /// When it was invoked.
     pub invoked: u64,
     /// When the hold was granted, its mode and tokens.
-    pub acquired: Option<(u64, Mode, Vec<(String, u64)>)>,
+    pub acquired: Option<Grant>,
     /// Timestamps at which `is_held()` was confirmed.
     pub held: Vec<u64>,
     /// When the holder was first told the hold is gone (`NotHeld`, `Lost`, a failed

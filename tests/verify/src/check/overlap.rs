@@ -23,10 +23,10 @@ struct Span {
 }
 
 fn conflicts(a: Mode, b: Mode) -> bool {
-    match (a, b) {
-        (Mode::Permit, Mode::Permit) | (Mode::Read, Mode::Read) => false,
-        _ => true,
-    }
+    !matches!(
+        (a, b),
+        (Mode::Permit, Mode::Permit) | (Mode::Read, Mode::Read)
+    )
 }
 
 /// Sweeps the spans of each name; `report` decides whether a set of overlapping spans
@@ -144,7 +144,9 @@ pub fn honesty(ix: &Indexed) -> Vec<Violation> {
             // The new hold and one it conflicts with (every other in `clash` does), untold.
             untold.len() >= 2 && untold.iter().any(|s| s.op == last.op)
         };
-        let split = clash.iter().any(|s| in_windows(&ix.split_windows, (s.start, s.end)));
+        let split = clash
+            .iter()
+            .any(|s| in_windows(&ix.split_windows, (s.start, s.end)));
         if too_many && !split {
             let checker = if untold.iter().any(|s| is_run(s.op)) {
                 "honesty-run"
