@@ -53,7 +53,10 @@ pub async fn run(args: &Args) -> Result<bool, String> {
     let replay = format!(
         "cargo run -p distlock-verify --release -- --topology {topology} --secs {secs} --seed {seed} --faults {faults_spec}{}",
         control.map_or(String::new(), |c| format!(" --control {c}"))
-    );
+    ) + &["clients", "tasks"]
+        .iter()
+        .filter_map(|k| Some(format!(" --{k} {}", args.get(k)?)))
+        .collect::<String>();
     println!("verify: {replay}\nverify: history in {}", dir.display());
 
     let handle = tokio::runtime::Handle::current();
