@@ -20,9 +20,12 @@ pub(crate) trait Guarded: Sized {
 }
 
 /// Runs `work` under `guard`, then releases it. With [`OnLost::Abort`] the work is dropped
-/// at its next `.await` once the hold is lost, and [`LockError::Lost`] returned. A failed
-/// release after the work completed is logged, not returned: the work is done and its
-/// output is more useful to the caller.
+/// at its next `.await` once the hold is lost, and [`LockError::Lost`] returned — also when
+/// the loss is known only as the work completes (a process paused past its lease: both are
+/// ready when it resumes) or only at the release (the hold was gone, e.g. force-released,
+/// before a renewal could notice): the caller asked to be told. Any other failed release
+/// after the work completed is logged, not returned: the work is done and its output is more
+/// useful to the caller.
 pub(crate) async fn run_under<G: Guarded, F: Future>(
     guard: G,
     on_lost: OnLost,
@@ -33,14 +36,19 @@ pub(crate) async fn run_under<G: Guarded, F: Future>(
     let output = match on_lost {
         OnLost::Continue => work.await,
         OnLost::Abort => tokio::select! {
+            // A loss first: after a pause both are ready, and the hold did not last the
+            // work (found by distlock-verify's honesty checker).
             biased;
-            output = work => output,
             // Only a loss ends the hold here: this guard keeps the scope's count up.
             () = lost => return Err(guard.lost_error()),
+            output = work => output,
         },
     };
-    if let Err(error) = guard.release().await {
-        tracing::warn!(%error, "release after the guarded work failed");
+    let lost_error = guard.lost_error();
+    match guard.release().await {
+        Ok(()) => {}
+        Err(LockError::NotHeld { .. }) if on_lost == OnLost::Abort => return Err(lost_error),
+        Err(error) => tracing::warn!(%error, "release after the guarded work failed"),
     }
     Ok(output)
 }
