@@ -127,14 +127,9 @@ pub fn exclusion(ix: &Indexed, records: &[Record]) -> Vec<Violation> {
 
 /// (c): holds used at once of which too many were never told, outside split-brain windows
 /// (a Sentinel failover: the old master grants and releases as if alone until demoted).
-///
-/// `run` returns the work's output even when the release then finds the hold gone (it
-/// logs that failure): such a hold is reported under `honesty-run`, a documented limit of
-/// `run` (SAFETY.md, found by the harness), not under `honesty`.
 pub fn honesty(ix: &Indexed) -> Vec<Violation> {
     let mut out = Vec::new();
     let told = |op: u64| ix.ops.get(&op).is_some_and(|v| v.told.is_some());
-    let is_run = |op: u64| ix.ops.get(&op).is_some_and(|v| v.kind == "run");
     sweep(spans(ix, OpView::usage), |name, clash| {
         let untold: Vec<_> = clash.iter().copied().filter(|s| !told(s.op)).collect();
         let last = clash[clash.len() - 1];
@@ -148,17 +143,8 @@ pub fn honesty(ix: &Indexed) -> Vec<Violation> {
             .iter()
             .any(|s| in_windows(&ix.split_windows, (s.start, s.end)));
         if too_many && !split {
-            let checker = if untold.iter().any(|s| is_run(s.op)) {
-                "honesty-run"
-            } else {
-                "honesty"
-            };
-            out.push(violation(
-                checker,
-                name,
-                clash,
-                "holds used at once and none told",
-            ));
+            let why = "holds used at once and none told";
+            out.push(violation("honesty", name, clash, why));
         }
     });
     out
