@@ -87,6 +87,11 @@ pub enum Event {
         /// How it ended.
         outcome: Outcome,
     },
+    /// An indeterminate error's text (the outcome keeps only its kind).
+    Error {
+        /// `LockError`'s Display.
+        message: String,
+    },
     /// The operation ended.
     Complete {
         /// How it ended.

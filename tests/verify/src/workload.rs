@@ -195,6 +195,21 @@ async fn one_op(ctx: &Ctx, registers: &mut Registers, rng: &mut Rng, op: u64) {
     ctx.history.log(op, Event::Complete { outcome });
 }
 
+/// An operation's error as its outcome; an indeterminate one's text goes to the history
+/// too (which node, which answer: what a burst of them needs to be explained).
+fn failed(history: &HistoryWriter, op: u64, e: &lock_core::LockError) -> Outcome {
+    let outcome = error_outcome(e);
+    if matches!(outcome, Outcome::Info(_)) {
+        history.log(
+            op,
+            Event::Error {
+                message: e.to_string(),
+            },
+        );
+    }
+    outcome
+}
+
 fn mode_of(kind: &str) -> Mode {
     match kind {
         "write" => Mode::Write,
@@ -243,7 +258,7 @@ async fn single(
     };
     let guard = match acquired {
         Ok(guard) => guard,
-        Err(e) => return error_outcome(&e),
+        Err(e) => return failed(&ctx.history, op, &e),
     };
     let token = guard.fencing_token();
     let writes = match guard.mode() {
@@ -280,7 +295,7 @@ async fn lock_all(
         .await
     {
         Ok(guard) => guard,
-        Err(e) => return error_outcome(&e),
+        Err(e) => return failed(&ctx.history, op, &e),
     };
     let tokens: Vec<(String, u64)> = names
         .iter()
@@ -313,7 +328,7 @@ async fn reenter(
     scope(async {
         let outer: LockGuard = match ctx.client.lock(name).wait(wait).acquire().await {
             Ok(guard) => guard,
-            Err(e) => return error_outcome(&e),
+            Err(e) => return failed(&ctx.history, op, &e),
         };
         let token = outer.fencing_token();
         match ctx.client.lock(name).wait(Duration::ZERO).acquire().await {
@@ -406,7 +421,7 @@ async fn run_abort_on_lost(
             history.log(op, Event::Releasing);
             Outcome::Fail("lost".into())
         }
-        Err(e) => error_outcome(&e),
+        Err(e) => failed(&ctx.history, op, &e),
     }
 }
 
@@ -423,7 +438,7 @@ async fn force_release(ctx: &Ctx, op: u64, name: &str) -> Outcome {
     );
     let outcome = match ctx.client.force_release(name).await {
         Ok(_) => Outcome::Ok,
-        Err(e) => error_outcome(&e),
+        Err(e) => failed(&ctx.history, op, &e),
     };
     ctx.history
         .log_at(monotonic_ns(), op, Event::FaultEnd { fault });
