@@ -81,8 +81,6 @@ pub struct Indexed {
     pub nemesis_end: Option<u64>,
     /// Client processes: number → (start, killed at).
     pub procs: BTreeMap<u32, (u64, Option<u64>)>,
-    /// Faults by start time: `(start, end, name)`.
-    pub faults: Vec<(u64, u64, String)>,
 }
 
 fn failed(outcome: &Outcome) -> bool {
@@ -92,27 +90,26 @@ fn failed(outcome: &Outcome) -> bool {
 /// Indexes `records`; `margin` widens each unsafe window at its end (a lease and more).
 pub fn index(records: &[Record], margin: u64) -> Indexed {
     let mut ix = Indexed::default();
-    let mut open: BTreeMap<(u32, u64), (u64, String, bool, bool)> = BTreeMap::new();
+    let mut open: BTreeMap<(u32, u64), (u64, bool, bool)> = BTreeMap::new();
     for r in records {
         if r.p == 0 || matches!(r.ev, Event::FaultStart { .. } | Event::FaultEnd { .. }) {
             match &r.ev {
                 Event::FaultStart {
-                    fault,
                     unsafe_for_exclusion,
                     split_brain,
+                    ..
                 } => {
-                    let entry = (r.t, fault.clone(), *unsafe_for_exclusion, *split_brain);
+                    let entry = (r.t, *unsafe_for_exclusion, *split_brain);
                     open.insert((r.p, r.op), entry);
                 }
                 Event::FaultEnd { .. } => {
-                    if let Some((start, name, unsafe_, split)) = open.remove(&(r.p, r.op)) {
+                    if let Some((start, unsafe_, split)) = open.remove(&(r.p, r.op)) {
                         if unsafe_ {
                             ix.unsafe_windows.push((start, r.t + margin));
                         }
                         if split {
                             ix.split_windows.push((start, r.t + margin));
                         }
-                        ix.faults.push((start, r.t, name));
                     }
                 }
                 Event::NemesisEnd => ix.nemesis_end = Some(r.t),
@@ -158,14 +155,13 @@ pub fn index(records: &[Record], margin: u64) -> Indexed {
         }
     }
     // A fault still open at the end (the run stopped in it) is unsafe to its end.
-    for (start, name, unsafe_, split) in open.into_values() {
+    for (start, unsafe_, split) in open.into_values() {
         if unsafe_ {
             ix.unsafe_windows.push((start, u64::MAX));
         }
         if split {
             ix.split_windows.push((start, u64::MAX));
         }
-        ix.faults.push((start, u64::MAX, name));
     }
     ix
 }
