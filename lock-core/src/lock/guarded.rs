@@ -52,12 +52,15 @@ pin_project! {
     /// `work` run under a hold, then the hold released: made by
     /// [`LockGuard::run`](crate::LockGuard::run).
     ///
-    /// It polls the work first (a result that is ready wins over a loss seen late); with
-    /// [`OnLost::Abort`] it drops the work at its next `.await` once the hold is lost and
-    /// resolves to [`LockError::Lost`]. When the work is done it releases the hold, then
-    /// resolves to the work's output: a caller that sends its next request at once does not
-    /// find its own lock. A failed release after the work completed is logged, not
-    /// returned: the work is done and its output is more useful to the caller. The release
+    /// With [`OnLost::Abort`] it drops the work at its next `.await` once the hold is lost
+    /// and resolves to [`LockError::Lost`] — also when the loss shows only as the work
+    /// completes (a process paused past its lease: both are ready when it resumes, and the
+    /// loss is polled first) or at the release (the hold was gone, force-released say,
+    /// before a renewal noticed): the caller asked to be told. When the work is done it
+    /// releases the hold, then resolves to the work's output: a caller that sends its next
+    /// request at once does not find its own lock. Any other failed release after the work
+    /// completed is logged, not returned: the work is done and its output is more useful to
+    /// the caller. The release
     /// is awaited 500 ms at most, and not at all while the client's last calls did not
     /// reach Redis: a Redis that just died does not hold every caller for the command
     /// timeout (the release finishes in the background, or the lease ends the hold).
@@ -89,6 +92,8 @@ pin_project! {
             #[pin]
             bound: Sleep,
             output: F::Output,
+            // With `OnLost::Abort`: what a release that finds the hold gone answers.
+            lost: Option<LockError>,
         },
         Done,
     }
@@ -115,36 +120,49 @@ impl<G: Guarded, F: Future> Future for GuardedRun<G, F> {
         loop {
             match state.as_mut().project() {
                 StateProj::Working { work, lost, guard } => {
-                    if let Poll::Ready(output) = work.poll(cx) {
-                        let StateOwn::Working { guard, .. } =
-                            state.as_mut().project_replace(State::Done)
-                        else {
-                            unreachable!()
-                        };
-                        if !guard.reachable() {
-                            // Dropped, the guard releases in the background.
-                            drop(guard);
-                            return Poll::Ready(Ok(output));
+                    // The loss first: after a pause both are ready, and the hold did not
+                    // last the work (found by distlock-verify's honesty checker).
+                    let abort = lost.is_some();
+                    if let Some(lost) = lost.as_pin_mut() {
+                        if lost.poll(cx).is_ready() {
+                            let error = guard.lost_error();
+                            // Drops the work, then the guard (whose hold has ended).
+                            state.set(State::Done);
+                            return Poll::Ready(Err(error));
                         }
-                        state.set(State::Releasing {
-                            release: guard.release(),
-                            bound: tokio::time::sleep(RELEASE_WAIT),
-                            output,
-                        });
-                        continue;
                     }
-                    let Some(lost) = lost.as_pin_mut() else {
-                        return Poll::Pending;
+                    let output = ready!(work.poll(cx));
+                    let StateOwn::Working { guard, .. } =
+                        state.as_mut().project_replace(State::Done)
+                    else {
+                        unreachable!()
                     };
-                    ready!(lost.poll(cx));
-                    let error = guard.lost_error();
-                    // Drops the work, then the guard (whose hold has ended).
-                    state.set(State::Done);
-                    return Poll::Ready(Err(error));
+                    if !guard.reachable() {
+                        // Dropped, the guard releases in the background.
+                        drop(guard);
+                        return Poll::Ready(Ok(output));
+                    }
+                    let lost = abort.then(|| guard.lost_error());
+                    state.set(State::Releasing {
+                        release: guard.release(),
+                        bound: tokio::time::sleep(RELEASE_WAIT),
+                        output,
+                        lost,
+                    });
                 }
-                StateProj::Releasing { release, bound, .. } => {
+                StateProj::Releasing {
+                    release,
+                    bound,
+                    lost,
+                    ..
+                } => {
                     match release.poll(cx) {
                         Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(LockError::NotHeld { .. })) if lost.is_some() => {
+                            let error = lost.take().expect("checked");
+                            state.set(State::Done);
+                            return Poll::Ready(Err(error));
+                        }
                         Poll::Ready(Err(error)) => tracing::warn!(
                             lock = error.name().map(tracing::field::display),
                             %error,

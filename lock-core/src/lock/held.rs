@@ -223,29 +223,43 @@ impl Held {
     }
 
     /// Deletes the hold in Redis (publishing the release), once, and answers as soon as the
-    /// outcome is known: at the first node that released it (Redlock: a dead or slow
-    /// minority does not hold the caller up; the calls to the other nodes go on in the
-    /// background until they answer, so none is left holding), else when every node has
-    /// answered.
+    /// outcome is known: once a quorum of nodes (one, or a Redlock majority) released it or
+    /// answered that they no longer had it (a dead or slow minority does not hold the caller
+    /// up; the calls to the other nodes go on in the background until they answer, so none
+    /// is left holding), else when every node has answered.
     ///
     /// # Errors
-    /// [`LockError::NotHeld`] when the nodes that answered no longer had this hold; the
-    /// Redis error when none answered.
+    /// [`LockError::NotHeld`] when a quorum of the nodes no longer had this hold (under
+    /// Redlock another owner may have held a majority meanwhile), or none that answered had
+    /// it; the Redis error when none answered.
     pub(crate) async fn release_in_redis(self: Arc<Self>) -> Result<(), LockError> {
         if !self.end_locally() {
             return Ok(());
         }
         let publish = self.client.config.publish;
         let call = scripts::release(&self.keys, &self.owner, self.lease, publish, None);
-        let released = |answers: &[Result<ReleaseReply, LockError>]| {
-            answers.iter().any(|a| matches!(a, Ok(r) if r.was_held()))
+        // A Redlock hold missing from a majority was lost (another owner could take the
+        // majority): the release must say so, not answer Ok at the first node that had it
+        // (found by distlock-verify's honesty checker: a force release raced an acquisition,
+        // the holder kept one node, another client took the majority, both releases said
+        // Ok). Nodes that did not answer count for neither side.
+        let quorum = self.client.quorum();
+        let count = |answers: &[Result<ReleaseReply, LockError>], held: bool| {
+            let matching = answers
+                .iter()
+                .filter(|a| matches!(a, Ok(r) if r.was_held() == held));
+            matching.count()
+        };
+        let known = |answers: &[Result<ReleaseReply, LockError>]| {
+            count(answers, true) >= quorum || count(answers, false) >= quorum
         };
         let answers = (self.client)
-            .eval_until(&self.name, self.lease, call, released)
+            .eval_until(&self.name, self.lease, call, known)
             .await;
         let held_for = self.granted_at.elapsed();
         tracing::debug!(lock = %self.name, owner = %self.owner, ?held_for, "released");
-        if released(&answers) {
+        let (held, gone) = (count(&answers, true), count(&answers, false));
+        if held > 0 && gone < quorum {
             return Ok(());
         }
         Err(self.not_released(answers))

@@ -97,8 +97,10 @@ impl LockRequest {
     /// [`current_lock`](crate::current_lock) returns the lock's name and fencing token.
     ///
     /// With [`OnLost::Abort`](crate::OnLost::Abort), `fut` is dropped at its next `.await` once the lock is lost,
-    /// and [`LockError::Lost`] is returned. A failure to release after `fut` completed is
-    /// logged, not returned: the work is done and its output is more useful to the caller.
+    /// and [`LockError::Lost`] is returned — also when the loss shows only as `fut`
+    /// completes or at the release (the lock was no longer held there). Any other failure
+    /// to release after `fut` completed is logged, not returned: the work is done and its
+    /// output is more useful to the caller.
     ///
     /// # Errors
     /// The errors of [`acquire`](Self::acquire), and [`LockError::Lost`].

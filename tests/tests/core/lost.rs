@@ -80,3 +80,27 @@ async fn frozen_redis_fires_lost_at_the_local_deadline() {
         started.elapsed()
     );
 }
+
+/// `run` with `OnLost::Abort` returns `Lost` when the hold was gone before the work ended
+/// and only the release could tell (force-released between renewals), instead of `Ok` with
+/// the loss only logged (found by distlock-verify's honesty checker); `OnLost::Continue`
+/// still returns the output.
+#[tokio::test]
+async fn run_reports_a_loss_found_only_at_the_release() {
+    let server = RedisServer::start();
+    let locks = builder(&server.url()).build().unwrap();
+    let operator = builder(&server.url()).build().unwrap();
+    let work = async {
+        assert!(operator.force_release("taken_away").await.unwrap());
+        42
+    };
+    let result = locks.lock("taken_away").wait(GENEROUS).run(work).await;
+    assert!(matches!(&result, Err(e) if e.is_lost()), "{result:?}");
+    let work = async {
+        assert!(operator.force_release("taken_away").await.unwrap());
+        42
+    };
+    let on_lost = lock_core::OnLost::Continue;
+    let result = locks.lock("taken_away").on_lost(on_lost).run(work).await;
+    assert_eq!(result.unwrap(), 42);
+}

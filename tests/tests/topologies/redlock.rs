@@ -96,6 +96,43 @@ async fn minority_down_still_locks() {
     }
 }
 
+/// A hold still on a minority only is not released "Ok": another owner may have had the
+/// majority meanwhile (found by distlock-verify: the release answered Ok at the first node
+/// that had the hold, so a holder that had lost its majority was never told).
+#[tokio::test]
+async fn release_of_a_hold_left_on_a_minority_is_not_held() {
+    let nodes = servers(3);
+    let locks = redlock(&nodes);
+    let guard = locks.lock("minority_left").await.unwrap();
+    // The hold disappears from two of the three nodes (as a force release racing the
+    // acquisition leaves it), and another client takes the majority.
+    for node in &nodes[1..] {
+        let mut conn = node.conn().await;
+        let keys: Vec<String> = conn.keys("*minority_left*").await.unwrap();
+        for key in keys.iter().filter(|k| !k.starts_with("distlock__fence")) {
+            let _: () = conn.del(key).await.unwrap();
+        }
+    }
+    let other = redlock(&nodes);
+    let mut taken = other.lock("minority_left").wait(GENEROUS).await;
+    // A node too slow to answer in time on a loaded machine: try again, bounded.
+    for _ in 0..10 {
+        match &taken {
+            Err(e) if e.is_unavailable() => {
+                taken = other.lock("minority_left").wait(GENEROUS).await;
+            }
+            _ => break,
+        }
+    }
+    let taken = taken.expect("the majority is free");
+    let released = guard.release().await;
+    assert!(
+        matches!(released, Err(lock_core::LockError::NotHeld { .. })),
+        "a hold on 1 of 3 nodes released as {released:?}"
+    );
+    taken.release().await.unwrap();
+}
+
 /// A majority down: a bounded, typed failure, and no partial keys left on the live node.
 #[tokio::test]
 async fn majority_down_fails_bounded_and_clean() {

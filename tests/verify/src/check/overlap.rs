@@ -1,0 +1,226 @@
+//! (b) Exclusion by kind and (c) honesty, by one sweep over intervals per name:
+//! exclusive and write holds overlap nothing, readers overlap only readers, at most N
+//! permits at once.
+//!
+//! * Exclusion looks at *claims* (grant → last `is_held()` confirmation) outside the unsafe
+//!   windows: what the library told a holder must never be shared.
+//! * Honesty looks at *uses* (grant → release sent, whatever the faults): holds that were
+//!   used at once must not all be untold.
+
+use std::collections::BTreeMap;
+
+use super::{in_windows, Indexed, OpView, Violation};
+use crate::history::{Event, Mode, Record};
+use crate::workload::SEMAPHORE;
+
+/// An interval of one hold on one name.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: u64,
+    end: u64,
+    mode: Mode,
+    op: u64,
+}
+
+fn conflicts(a: Mode, b: Mode) -> bool {
+    !matches!(
+        (a, b),
+        (Mode::Permit, Mode::Permit) | (Mode::Read, Mode::Read)
+    )
+}
+
+/// Sweeps the spans of each name; `report` decides whether a set of overlapping spans
+/// (the new one last) is a violation.
+fn sweep(spans: BTreeMap<String, Vec<Span>>, mut report: impl FnMut(&str, &[Span])) {
+    for (name, mut spans) in spans {
+        spans.sort_by_key(|s| s.start);
+        let mut active: Vec<Span> = Vec::new();
+        for span in spans {
+            active.retain(|a| a.end > span.start);
+            let permits = active.iter().filter(|a| a.mode == Mode::Permit).count();
+            let mut clash: Vec<Span> = active
+                .iter()
+                .copied()
+                .filter(|a| a.mode != Mode::Permit && conflicts(a.mode, span.mode))
+                .collect();
+            if span.mode == Mode::Permit && permits >= SEMAPHORE.1 as usize {
+                clash.extend(active.iter().filter(|a| a.mode == Mode::Permit));
+            } else if span.mode != Mode::Permit {
+                clash.extend(
+                    active
+                        .iter()
+                        .filter(|a| a.mode == Mode::Permit && conflicts(a.mode, span.mode)),
+                );
+            }
+            if !clash.is_empty() {
+                clash.push(span);
+                report(&name, &clash);
+            }
+            active.push(span);
+        }
+    }
+}
+
+fn spans(
+    ix: &Indexed,
+    interval: impl Fn(&OpView) -> Option<(u64, u64)>,
+) -> BTreeMap<String, Vec<Span>> {
+    let mut by_name: BTreeMap<String, Vec<Span>> = BTreeMap::new();
+    for view in ix.ops.values() {
+        let (Some((_, mode, tokens)), Some((start, end))) = (&view.acquired, interval(view)) else {
+            continue;
+        };
+        for (name, _) in tokens {
+            by_name.entry(name.clone()).or_default().push(Span {
+                start,
+                end,
+                mode: *mode,
+                op: view.op,
+            });
+        }
+    }
+    by_name
+}
+
+fn violation(checker: &'static str, name: &str, clash: &[Span], why: &str) -> Violation {
+    let start = clash.iter().map(|s| s.start).min().unwrap_or(0);
+    let end = clash.iter().map(|s| s.end).max().unwrap_or(0);
+    let holds: Vec<String> = clash
+        .iter()
+        .map(|s| format!("op {} ({:?})", s.op, s.mode))
+        .collect();
+    Violation {
+        checker,
+        what: format!("{name}: {why}: {}", holds.join(", ")),
+        ops: clash.iter().map(|s| s.op).collect(),
+        span: (start, end),
+    }
+}
+
+/// (b): overlapping claims outside the unsafe windows, and re-entries that got another
+/// token.
+pub fn exclusion(ix: &Indexed, records: &[Record]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    sweep(spans(ix, OpView::claim), |name, clash| {
+        let safe = clash
+            .iter()
+            .all(|s| !in_windows(&ix.unsafe_windows, (s.start, s.end)));
+        if safe {
+            out.push(violation("exclusion", name, clash, "holds claimed at once"));
+        }
+    });
+    for r in records {
+        if let Event::ReentryMismatch { outer, inner } = r.ev {
+            out.push(Violation {
+                checker: "exclusion",
+                what: format!(
+                    "re-entry of op {} got token {inner}, the outer hold has {outer}",
+                    r.op
+                ),
+                ops: vec![r.op],
+                span: (r.t, r.t),
+            });
+        }
+    }
+    out
+}
+
+/// (c): holds used at once of which too many were never told, outside split-brain windows
+/// (a Sentinel failover: the old master grants and releases as if alone until demoted).
+pub fn honesty(ix: &Indexed) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let told = |op: u64| ix.ops.get(&op).is_some_and(|v| v.told.is_some());
+    sweep(spans(ix, OpView::usage), |name, clash| {
+        let untold: Vec<_> = clash.iter().copied().filter(|s| !told(s.op)).collect();
+        let last = clash[clash.len() - 1];
+        let too_many = if clash.iter().all(|s| s.mode == Mode::Permit) {
+            untold.len() > SEMAPHORE.1 as usize
+        } else {
+            // The new hold and one it conflicts with (every other in `clash` does), untold.
+            untold.len() >= 2 && untold.iter().any(|s| s.op == last.op)
+        };
+        let split = clash
+            .iter()
+            .any(|s| in_windows(&ix.split_windows, (s.start, s.end)));
+        if too_many && !split {
+            let why = "holds used at once and none told";
+            out.push(violation("honesty", name, clash, why));
+        }
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(op: u64, mode: Mode, acquired: u64, held: &[u64], releasing: u64) -> OpView {
+        OpView {
+            op,
+            acquired: Some((acquired, mode, vec![("n".into(), op)])),
+            held: held.to_vec(),
+            releasing: Some(releasing),
+            last: releasing,
+            ..OpView::default()
+        }
+    }
+
+    fn indexed(views: Vec<OpView>) -> Indexed {
+        Indexed {
+            ops: views.into_iter().map(|v| (v.op, v)).collect(),
+            ..Indexed::default()
+        }
+    }
+
+    #[test]
+    fn overlapping_exclusive_claims_are_violations_and_readers_are_not() {
+        let ix = indexed(vec![
+            view(1, Mode::Exclusive, 0, &[5], 10),
+            view(2, Mode::Exclusive, 4, &[8], 12),
+        ]);
+        assert_eq!(exclusion(&ix, &[]).len(), 1);
+        assert_eq!(honesty(&ix).len(), 1);
+        let ix = indexed(vec![
+            view(1, Mode::Read, 0, &[5], 10),
+            view(2, Mode::Read, 4, &[8], 12),
+        ]);
+        assert!(exclusion(&ix, &[]).is_empty());
+        let ix = indexed(vec![
+            view(1, Mode::Read, 0, &[5], 10),
+            view(2, Mode::Write, 4, &[8], 12),
+        ]);
+        assert_eq!(exclusion(&ix, &[]).len(), 1);
+    }
+
+    #[test]
+    fn a_claim_ends_at_its_last_confirmation_and_told_holds_are_honest() {
+        // Op 1 was confirmed only up to 3, then told at 6: no claim overlap with op 2 at 4.
+        let mut first = view(1, Mode::Exclusive, 0, &[3], 10);
+        first.told = Some(6);
+        let ix = indexed(vec![first, view(2, Mode::Exclusive, 4, &[8], 12)]);
+        assert!(exclusion(&ix, &[]).is_empty());
+        assert!(honesty(&ix).is_empty());
+    }
+
+    #[test]
+    fn permits_beyond_the_count_are_violations() {
+        let permits = (1..=3)
+            .map(|op| view(op, Mode::Permit, op, &[9], 10))
+            .collect();
+        assert_eq!(exclusion(&indexed(permits), &[]).len(), 1);
+        let two = (1..=2)
+            .map(|op| view(op, Mode::Permit, op, &[9], 10))
+            .collect();
+        assert!(exclusion(&indexed(two), &[]).is_empty());
+    }
+
+    #[test]
+    fn claims_inside_an_unsafe_window_are_not_exclusion_violations() {
+        let mut ix = indexed(vec![
+            view(1, Mode::Exclusive, 0, &[5], 10),
+            view(2, Mode::Exclusive, 4, &[8], 12),
+        ]);
+        ix.unsafe_windows.push((2, 3));
+        assert!(exclusion(&ix, &[]).is_empty());
+    }
+}

@@ -1,0 +1,329 @@
+//! (a) The fenced registers against the history.
+//!
+//! * Every write acknowledged as accepted has its op id in the final value exactly once (a
+//!   missing id is a lost update: a holder's read-modify-write overwritten by another's).
+//! * No id twice, and no id the resource did not log as accepted.
+//! * The tokens the resource accepted for a name never go down.
+//! * Each register's reads and accepted writes are linearizable, checked with stateright's
+//!   `LinearizabilityTester` over the register's value digests. The history is cut where no
+//!   access to the name is in flight (the linearization of a prefix ends there), so each
+//!   search stays small.
+
+use std::collections::{BTreeMap, HashMap};
+
+use stateright::semantics::register::{Register, RegisterOp, RegisterRet};
+use stateright::semantics::{ConsistencyTester, LinearizabilityTester};
+
+use super::Violation;
+use crate::history::{Event, Outcome, Record};
+use crate::register::digest;
+
+/// A register's final state as the resource holds it.
+#[derive(Debug, Clone, Default)]
+pub struct Dump {
+    /// The final value (`"op,op,…"`).
+    pub value: String,
+    /// Accepted writes in order: `(token, op)`.
+    pub log: Vec<(u64, u64)>,
+}
+
+/// One access for the linearizability check: invoked at `start`, returned at `end`.
+#[derive(Debug, Clone, Copy)]
+struct Access {
+    start: u64,
+    end: u64,
+    write: bool,
+    digest: u64,
+}
+
+/// Segments longer than this are not searched (reported as unchecked).
+const MAX_SEGMENT: usize = 400;
+
+/// What the register checker found.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// The violations.
+    pub violations: Vec<Violation>,
+    /// Accesses checked for linearizability.
+    pub checked: usize,
+    /// Accesses in segments too long to search.
+    pub unchecked: usize,
+}
+
+/// Runs the checks for every register in `dumps`.
+pub fn check(
+    records: &[Record],
+    dumps: &BTreeMap<String, Dump>,
+    killed: &HashMap<u32, u64>,
+) -> Found {
+    let mut found = Found::default();
+    for (name, dump) in dumps {
+        let v = &mut found.violations;
+        let ids: Vec<u64> = dump
+            .value
+            .split(',')
+            .filter_map(|s| s.parse().ok())
+            .collect();
+        let mut count: HashMap<u64, usize> = HashMap::new();
+        for id in &ids {
+            *count.entry(*id).or_default() += 1;
+        }
+        let logged: HashMap<u64, u64> = dump.log.iter().map(|&(t, op)| (op, t)).collect();
+        let mut acked = Vec::new();
+        let mut accesses = Vec::new();
+        let mut seen_writes = std::collections::HashSet::new();
+        for r in records {
+            let Event::Register {
+                name: n,
+                write,
+                sent,
+                digest,
+                outcome,
+                ..
+            } = &r.ev
+            else {
+                continue;
+            };
+            if n != name {
+                continue;
+            }
+            if *write {
+                seen_writes.insert(r.op);
+            }
+            match outcome {
+                Outcome::Ok => {
+                    if *write {
+                        acked.push((r.op, r.t));
+                    }
+                    accesses.push(Access {
+                        start: *sent,
+                        end: r.t,
+                        write: *write,
+                        digest: *digest,
+                    });
+                }
+                // Stale: refused, no effect. Unknown: settled from the resource's log below.
+                Outcome::Fail(_) => {}
+                Outcome::Info(_) => {
+                    if *write && logged.contains_key(&r.op) {
+                        accesses.push(Access {
+                            start: *sent,
+                            end: u64::MAX,
+                            write: true,
+                            digest: *digest,
+                        });
+                    }
+                }
+            }
+        }
+        let acked_ops: std::collections::HashSet<u64> = acked.iter().map(|a| a.0).collect();
+        for (op, t) in acked {
+            match count.get(&op).copied().unwrap_or(0) {
+                1 => {}
+                0 => v.push(lost(name, op, t)),
+                n => v.push(simple(
+                    name,
+                    op,
+                    t,
+                    format!("acknowledged write of op {op} appears {n} times"),
+                )),
+            }
+        }
+        for (&op, &n) in &count {
+            if !logged.contains_key(&op) {
+                v.push(simple(
+                    name,
+                    op,
+                    0,
+                    format!("op {op} is in the value but was never accepted"),
+                ));
+            } else if n > 1 && !acked_ops.contains(&op) {
+                v.push(simple(name, op, 0, format!("op {op} appears {n} times")));
+            }
+        }
+        let mut highest = 0;
+        for &(token, op) in &dump.log {
+            if token < highest {
+                v.push(simple(
+                    name,
+                    op,
+                    0,
+                    format!("token {token} accepted after {highest}"),
+                ));
+            }
+            highest = highest.max(token);
+        }
+        // Writes whose writer died before the answer: in the log, not in the history.
+        for (&op, _) in logged.iter().filter(|(op, _)| !seen_writes.contains(op)) {
+            let p = (op >> 32) as u32;
+            let end = killed.get(&p).copied().unwrap_or(u64::MAX);
+            let Some(pos) = ids.iter().position(|&id| id == op) else {
+                continue;
+            };
+            let prefix: Vec<String> = ids[..=pos].iter().map(u64::to_string).collect();
+            let start = last_event_of(records, op).unwrap_or(0);
+            accesses.push(Access {
+                start,
+                end,
+                write: true,
+                digest: digest(&prefix.join(",")),
+            });
+        }
+        linearizable(name, accesses, &mut found);
+    }
+    found
+}
+
+fn last_event_of(records: &[Record], op: u64) -> Option<u64> {
+    records.iter().rev().find(|r| r.op == op).map(|r| r.t)
+}
+
+fn simple(name: &str, op: u64, t: u64, what: String) -> Violation {
+    Violation {
+        checker: "registers",
+        what: format!("{name}: {what}"),
+        ops: vec![op],
+        span: (t, t),
+    }
+}
+
+fn lost(name: &str, op: u64, t: u64) -> Violation {
+    simple(
+        name,
+        op,
+        t,
+        format!(
+            "acknowledged write of op {op} lost (overwritten by a concurrent read-modify-write)"
+        ),
+    )
+}
+
+/// Cuts the accesses where none is in flight and searches each segment.
+fn linearizable(name: &str, mut accesses: Vec<Access>, found: &mut Found) {
+    accesses.sort_by_key(|a| a.start);
+    let mut state = digest("");
+    let mut segment: Vec<Access> = Vec::new();
+    let mut reach = 0;
+    for access in accesses.into_iter().chain(std::iter::once(Access {
+        start: u64::MAX,
+        end: u64::MAX,
+        write: false,
+        digest: 0,
+    })) {
+        if !segment.is_empty() && access.start > reach {
+            state = search(name, &segment, state, found);
+            segment.clear();
+        }
+        if access.start == u64::MAX {
+            break;
+        }
+        reach = reach.max(access.end);
+        segment.push(access);
+    }
+}
+
+/// Searches one segment from `state`; returns the state after it.
+fn search(name: &str, segment: &[Access], state: u64, found: &mut Found) -> u64 {
+    let fallback = segment
+        .iter()
+        .filter(|a| a.write)
+        .max_by_key(|a| a.end)
+        .map_or(state, |a| a.digest);
+    if segment.len() > MAX_SEGMENT {
+        found.unchecked += segment.len();
+        return fallback;
+    }
+    found.checked += segment.len();
+    let mut events: Vec<(u64, bool, usize)> = Vec::new();
+    for (i, a) in segment.iter().enumerate() {
+        events.push((a.start, false, i));
+        if a.end != u64::MAX {
+            events.push((a.end, true, i));
+        }
+    }
+    events.sort();
+    let mut tester = LinearizabilityTester::new(Register(state));
+    for (_, is_return, i) in events {
+        let a = segment[i];
+        let result = if is_return {
+            let ret = if a.write {
+                RegisterRet::WriteOk
+            } else {
+                RegisterRet::ReadOk(a.digest)
+            };
+            tester.on_return(i, ret).map(|_| ())
+        } else {
+            let op = if a.write {
+                RegisterOp::Write(a.digest)
+            } else {
+                RegisterOp::Read
+            };
+            tester.on_invoke(i, op).map(|_| ())
+        };
+        if result.is_err() {
+            break;
+        }
+    }
+    match tester.serialized_history() {
+        Some(order) => order
+            .iter()
+            .rev()
+            .find_map(|(op, _)| match op {
+                RegisterOp::Write(d) => Some(*d),
+                RegisterOp::Read => None,
+            })
+            .unwrap_or(state),
+        None => {
+            let span = (
+                segment[0].start,
+                segment
+                    .iter()
+                    .map(|a| a.end)
+                    .filter(|&e| e != u64::MAX)
+                    .max()
+                    .unwrap_or(0),
+            );
+            found.violations.push(Violation {
+                checker: "registers",
+                what: format!("{name}: {} accesses not linearizable", segment.len()),
+                ops: vec![],
+                span,
+            });
+            fallback
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn access(start: u64, end: u64, write: bool, value: &str) -> Access {
+        Access {
+            start,
+            end,
+            write,
+            digest: digest(value),
+        }
+    }
+
+    #[test]
+    fn a_stale_read_after_a_completed_write_is_not_linearizable() {
+        let mut found = Found::default();
+        let ok = vec![
+            access(0, 1, true, "1"),
+            access(2, 3, false, "1"),
+            access(4, 6, true, "1,2"),
+            access(5, 7, false, "1"),
+        ];
+        linearizable("n", ok, &mut found);
+        assert!(found.violations.is_empty(), "{:?}", found.violations);
+        let stale = vec![
+            access(0, 1, true, "1"),
+            access(2, 3, true, "1,2"),
+            access(4, 5, false, "1"),
+        ];
+        linearizable("n", stale, &mut found);
+        assert_eq!(found.violations.len(), 1);
+    }
+}

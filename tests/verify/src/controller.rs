@@ -1,0 +1,172 @@
+//! The controller: starts the servers, the resource and the client processes, runs the
+//! nemesis, stops everything, and checks the merged history.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use distlock_tests::fault::rng::Rng;
+use distlock_tests::RedisServer;
+use tokio::time::{sleep, Instant};
+
+use crate::args::{Args, Control, Topology};
+use crate::check::registers::Dump;
+use crate::check::{self, Violation};
+use crate::clients::{Clients, Launch};
+use crate::history::{self, Event, HistoryWriter};
+use crate::nemesis::{self, parse_faults};
+use crate::register::Registers;
+use crate::report::{self, Report};
+use crate::topology::{keys_left, Servers};
+use crate::workload::{register_names, LEASE};
+
+/// Clients keep working this long after the nemesis stops (the liveness window).
+const TAIL: Duration = Duration::from_secs(12);
+/// Unsafe windows extend this far past their fault: a holder's claim lasts at most a lease
+/// after its last renewal, plus room for a loaded machine.
+const MARGIN: u64 = 3_000_000_000;
+
+/// Runs one verification; `Ok(true)` when it passed (for a negative control: when the
+/// checkers fired).
+///
+/// # Errors
+/// Bad arguments, or a part of the run that could not start.
+pub async fn run(args: &Args) -> Result<bool, String> {
+    let topology: Topology = args.need("topology")?;
+    let secs: u64 = args.need("secs")?;
+    let seed: u64 = args.need("seed")?;
+    let control: Option<Control> = args.get("control").map(str::parse).transpose()?;
+    let default_faults = match control {
+        Some(Control::Unfenced) => "client-pause",
+        Some(Control::NoLock) => "none",
+        None => "all",
+    };
+    let faults_spec = args.get("faults").unwrap_or(default_faults).to_owned();
+    let faults = parse_faults(&faults_spec, topology)?;
+    let dir = args.path("out").unwrap_or_else(|| {
+        let tag = control.map_or(String::new(), |c| format!("-{c}"));
+        std::env::temp_dir().join(format!(
+            "distlock-verify-{topology}-{seed}{tag}-{}",
+            std::process::id()
+        ))
+    });
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let replay = format!(
+        "cargo run -p distlock-verify --release -- --topology {topology} --secs {secs} --seed {seed} --faults {faults_spec}{}",
+        control.map_or(String::new(), |c| format!(" --control {c}"))
+    ) + &["clients", "tasks"]
+        .iter()
+        .filter_map(|k| Some(format!(" --{k} {}", args.get(k)?)))
+        .collect::<String>();
+    println!("verify: {replay}\nverify: history in {}", dir.display());
+
+    let handle = tokio::runtime::Handle::current();
+    let resource = tokio::task::block_in_place(RedisServer::start);
+    let mut servers = tokio::task::block_in_place(|| Servers::start(topology, &handle));
+    let history =
+        HistoryWriter::create(&dir.join("controller.jsonl"), 0).map_err(|e| e.to_string())?;
+    let launch = Launch {
+        topology,
+        urls: servers.urls(),
+        resource: resource.url(),
+        dir: dir.clone(),
+        seed,
+        tasks: args.or("tasks", 4)?,
+        control,
+        limit: Duration::from_secs(secs) + TAIL + Duration::from_secs(60),
+    };
+    let mut clients = Clients::start(launch, history.clone(), args.or("clients", 3)?)
+        .map_err(|e| e.to_string())?;
+
+    let started = Instant::now();
+    let gap = match control {
+        Some(Control::Unfenced) => (Duration::from_millis(200), Duration::from_millis(800)),
+        _ => (Duration::from_millis(500), Duration::from_millis(3000)),
+    };
+    let mut rng = Rng::new(seed);
+    let until = started + Duration::from_secs(secs);
+    let schedule = nemesis::Schedule {
+        topology,
+        faults,
+        gap,
+        until,
+    };
+    let fault_counts =
+        nemesis::run(&schedule, &mut rng, &mut servers, &mut clients, &history).await;
+    sleep(until.saturating_duration_since(Instant::now())).await;
+    if let Servers::Cluster(cluster) = &servers {
+        let _ = tokio::task::block_in_place(|| cluster.wait_until_healthy(Duration::from_secs(60)));
+    }
+    history.log(0, Event::NemesisEnd);
+    sleep(TAIL).await;
+    let killed_at_stop = clients.stop(Duration::from_secs(30)).await;
+    let keys = wait_keys_gone(&servers).await;
+
+    let mut registers = Registers::connect(&resource.url(), true)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut dumps = BTreeMap::new();
+    for name in register_names() {
+        let (value, log) = registers.dump(name).await.map_err(|e| e.to_string())?;
+        dumps.insert(name.to_owned(), Dump { value, log });
+    }
+    let records = history::load(&dir).map_err(|e| e.to_string())?;
+    let report = check_all(&records, &dumps, &keys);
+    let report = Report {
+        topology,
+        secs,
+        seed,
+        control,
+        faults: fault_counts,
+        killed_at_stop,
+        elapsed: started.elapsed(),
+        ..report
+    };
+    report::print(&report, &records, &replay, &dir);
+    Ok(report.passed())
+}
+
+/// Waits at least two leases, then up to 15 s, until no lock key is left; returns those left.
+async fn wait_keys_gone(servers: &Servers) -> Vec<String> {
+    sleep(LEASE * 2).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let left: Vec<String> = servers
+            .data_servers()
+            .into_iter()
+            .flat_map(|s| {
+                keys_left(s).unwrap_or_else(|e| vec![format!("(node {}: {e})", s.port())])
+            })
+            .collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Runs every checker.
+pub fn check_all(
+    records: &[history::Record],
+    dumps: &BTreeMap<String, Dump>,
+    keys: &[String],
+) -> Report {
+    let ix = check::index(records, MARGIN);
+    let killed: HashMap<u32, u64> = ix
+        .procs
+        .iter()
+        .filter_map(|(&p, &(_, k))| Some((p, k?)))
+        .collect();
+    let found = check::registers::check(records, dumps, &killed);
+    let mut violations: Vec<Violation> = found.violations;
+    violations.extend(check::overlap::exclusion(&ix, records));
+    violations.extend(check::overlap::honesty(&ix));
+    violations.extend(check::liveness::check(&ix, keys));
+    Report {
+        ops: report::op_counts(&ix),
+        linearizability_checked: found.checked,
+        linearizability_unchecked: found.unchecked,
+        unsafe_windows: ix.unsafe_windows.len(),
+        violations,
+        ..Report::default()
+    }
+}

@@ -1,0 +1,204 @@
+//! One hold, whatever its kind: what the workload does between the grant and the release,
+//! and what it records (the claim, the fenced register accesses, the signals).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_tests::fault::clock::monotonic_ns;
+use lock_core::{LockError, LockGuard, MultiLockGuard};
+
+use crate::history::{Event, HistoryWriter, Mode, Outcome};
+use crate::register::{appended, digest, Registers};
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The guards the workload holds: a lock family guard, a multi-lock guard, or none (the
+/// `nolock` control).
+pub trait Guard: Send + Sync + 'static {
+    /// `is_held()`.
+    fn held(&self) -> bool;
+    /// `lost()`, boxed.
+    fn lost_signal(&self) -> BoxFuture<'static, ()>;
+    /// `extend(lease)`.
+    fn extend_by(&self, lease: Duration) -> BoxFuture<'_, Result<(), LockError>>;
+    /// `release()`.
+    fn release_now(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>>;
+}
+
+impl Guard for LockGuard {
+    fn held(&self) -> bool {
+        self.is_held()
+    }
+    fn lost_signal(&self) -> BoxFuture<'static, ()> {
+        Box::pin(self.lost())
+    }
+    fn extend_by(&self, lease: Duration) -> BoxFuture<'_, Result<(), LockError>> {
+        Box::pin(self.extend(lease))
+    }
+    fn release_now(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>> {
+        Box::pin((*self).release())
+    }
+}
+
+impl Guard for MultiLockGuard {
+    fn held(&self) -> bool {
+        self.is_held()
+    }
+    fn lost_signal(&self) -> BoxFuture<'static, ()> {
+        Box::pin(self.lost())
+    }
+    fn extend_by(&self, lease: Duration) -> BoxFuture<'_, Result<(), LockError>> {
+        Box::pin(self.extend(lease))
+    }
+    fn release_now(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>> {
+        Box::pin((*self).release())
+    }
+}
+
+/// The `nolock` control's stand-in: always "held", never lost.
+#[derive(Debug)]
+pub struct NoGuard;
+
+impl Guard for NoGuard {
+    fn held(&self) -> bool {
+        true
+    }
+    fn lost_signal(&self) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::pending())
+    }
+    fn extend_by(&self, _: Duration) -> BoxFuture<'_, Result<(), LockError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn release_now(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// What a hold does once granted.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Read-modify-write the registers of these `(name, token)` (exclusive and write holds).
+    pub writes: Vec<(String, u64)>,
+    /// Pause between the read and the write (the gap fencing closes).
+    pub think: Duration,
+    /// How long to keep the hold after the write (shorter or longer than the lease).
+    pub hold: Duration,
+    /// Extend the lease by this before releasing.
+    pub extend: Option<Duration>,
+}
+
+/// An error's outcome: a definite failure, or unknown when Redis did not answer.
+pub fn error_outcome(e: &LockError) -> Outcome {
+    let kind = format!("{e:?}");
+    let kind = kind
+        .split([' ', '{', '('])
+        .next()
+        .unwrap_or("error")
+        .to_owned();
+    if e.is_unavailable() || matches!(e, LockError::Timeout { .. }) {
+        Outcome::Info(kind)
+    } else {
+        Outcome::Fail(kind)
+    }
+}
+
+/// Records `is_held()` as of now: `Held` stamped before the call (the claim never extends
+/// past a moment the library confirmed), or `NotHeld`.
+pub fn check_held(history: &HistoryWriter, op: u64, guard: &dyn Guard) -> bool {
+    let before = monotonic_ns();
+    if guard.held() {
+        history.log_at(before, op, Event::Held);
+        true
+    } else {
+        history.log(op, Event::NotHeld);
+        false
+    }
+}
+
+/// Runs `plan` under `guard`, then releases it; every step goes to the history.
+pub async fn run(
+    history: &HistoryWriter,
+    registers: &mut Registers,
+    op: u64,
+    mode: Mode,
+    tokens: Vec<(String, u64)>,
+    guard: Box<dyn Guard>,
+    plan: Plan,
+) {
+    history.log(op, Event::Acquired { mode, tokens });
+    let releasing = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (lost, releasing, history) = (guard.lost_signal(), releasing.clone(), history.clone());
+        tokio::spawn(async move {
+            lost.await;
+            if !releasing.load(Ordering::SeqCst) {
+                history.log(op, Event::Lost);
+            }
+        })
+    };
+    if check_held(history, op, guard.as_ref()) {
+        for (name, token) in &plan.writes {
+            read_modify_write(history, registers, op, name, *token, plan.think).await;
+        }
+        tokio::time::sleep(plan.hold).await;
+        if let Some(lease) = plan.extend {
+            let outcome = match guard.extend_by(lease).await {
+                Ok(()) => Outcome::Ok,
+                Err(e) => error_outcome(&e),
+            };
+            history.log(op, Event::Extend { outcome });
+        }
+        check_held(history, op, guard.as_ref());
+    }
+    releasing.store(true, Ordering::SeqCst);
+    history.log(op, Event::Releasing);
+    let outcome = match guard.release_now().await {
+        Ok(()) => Outcome::Ok,
+        Err(e) => error_outcome(&e),
+    };
+    history.log(op, Event::Released { outcome });
+    watcher.abort();
+}
+
+/// Reads register `name` with `token`, waits `think`, writes it back with `op` appended.
+pub async fn read_modify_write(
+    history: &HistoryWriter,
+    registers: &mut Registers,
+    op: u64,
+    name: &str,
+    token: u64,
+    think: Duration,
+) {
+    let register = |write, sent, digest, outcome| Event::Register {
+        name: name.to_owned(),
+        token,
+        write,
+        sent,
+        digest,
+        outcome,
+    };
+    let sent = monotonic_ns();
+    let value = match registers.read(name, op, token).await {
+        Ok(Ok(value)) => {
+            history.log(op, register(false, sent, digest(&value), Outcome::Ok));
+            value
+        }
+        Ok(Err(highest)) => {
+            let stale = Outcome::Fail(format!("stale, highest {highest}"));
+            return history.log(op, register(false, sent, 0, stale));
+        }
+        Err(e) => return history.log(op, register(false, sent, 0, Outcome::Info(e.to_string()))),
+    };
+    tokio::time::sleep(think).await;
+    let new = appended(&value, op);
+    let sent = monotonic_ns();
+    let outcome = match registers.write(name, op, token, &new).await {
+        Ok(Ok(_)) => Outcome::Ok,
+        Ok(Err(highest)) => Outcome::Fail(format!("stale, highest {highest}")),
+        Err(e) => Outcome::Info(e.to_string()),
+    };
+    history.log(op, register(true, sent, digest(&new), outcome));
+}

@@ -1,0 +1,31 @@
+//! distlock-verify: a seeded, history-checked fault harness for distlock, in the manner of
+//! Jepsen. Client processes (this binary's client sub-mode) run every kind of hold against
+//! one topology while a nemesis pauses, kills and partitions; every operation's invocation
+//! and completion, every `is_held()` answer and `lost()` signal goes to a history; each hold
+//! read-modify-writes fenced registers on a private redis-server; the checkers then judge
+//! the merged history.
+//!
+//! ```text
+//! cargo run -p distlock-verify --release -- --topology single|cluster|sentinel|redlock \
+//!     --secs N --seed S [--faults all|none|a,b,…] [--control unfenced|nolock] \
+//!     [--clients 3] [--tasks 4] [--out DIR]
+//! ```
+//!
+//! * [`args`]: the command line; [`controller`]: one run; [`topology`]: the lock servers;
+//!   [`clients`]: the client processes; [`workload`], [`hold`]: what a client does;
+//!   [`register`]: the fenced resource; [`nemesis`]: the faults; [`history`]: the events;
+//!   [`check`]: the checkers; [`report`]: what is printed.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod args;
+pub mod check;
+pub mod clients;
+pub mod controller;
+pub mod history;
+pub mod hold;
+pub mod nemesis;
+pub mod register;
+pub mod report;
+pub mod topology;
+pub mod workload;

@@ -1,0 +1,212 @@
+//! The run's report: operations by kind and outcome, faults by type, violations per
+//! checker, each violation with the history around it and the command to replay.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::args::{Control, Topology};
+use crate::check::{Indexed, Violation};
+use crate::history::{Outcome, Record};
+use crate::nemesis::Counts;
+
+/// Every checker, in report order.
+pub const CHECKERS: [&str; 4] = ["registers", "exclusion", "honesty", "liveness"];
+/// Violations shown in full per checker.
+const SHOWN: usize = 3;
+/// History lines shown around a violation.
+const CONTEXT_LINES: usize = 40;
+
+/// What a run found.
+#[derive(Debug)]
+pub struct Report {
+    /// The topology.
+    pub topology: Topology,
+    /// The nemesis' duration.
+    pub secs: u64,
+    /// The seed.
+    pub seed: u64,
+    /// The negative control, if any.
+    pub control: Option<Control>,
+    /// Operations by kind, then outcome.
+    pub ops: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Faults by type.
+    pub faults: Counts,
+    /// Register accesses the linearizability search covered.
+    pub linearizability_checked: usize,
+    /// Accesses in segments too long to search.
+    pub linearizability_unchecked: usize,
+    /// Unsafe windows excluded from the exclusion checker.
+    pub unsafe_windows: usize,
+    /// Client processes that had to be killed at the end.
+    pub killed_at_stop: usize,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+    /// The violations.
+    pub violations: Vec<Violation>,
+}
+
+impl Default for Report {
+    fn default() -> Self {
+        Self {
+            topology: Topology::Single,
+            secs: 0,
+            seed: 0,
+            control: None,
+            ops: BTreeMap::new(),
+            faults: Counts::new(),
+            linearizability_checked: 0,
+            linearizability_unchecked: 0,
+            unsafe_windows: 0,
+            killed_at_stop: 0,
+            elapsed: Duration::ZERO,
+            violations: Vec::new(),
+        }
+    }
+}
+
+impl Report {
+    /// Violations per checker.
+    pub fn counts(&self) -> BTreeMap<&'static str, usize> {
+        CHECKERS
+            .iter()
+            .map(|&c| (c, self.violations.iter().filter(|v| v.checker == c).count()))
+            .collect()
+    }
+
+    /// A run passes with no violation; a negative control passes when the checkers it
+    /// targets fired (unfenced: the registers; nolock: registers, exclusion and honesty).
+    pub fn passed(&self) -> bool {
+        let counts = self.counts();
+        match self.control {
+            None => self.violations.is_empty(),
+            Some(Control::Unfenced) => counts["registers"] > 0,
+            Some(Control::NoLock) => {
+                counts["registers"] > 0 && counts["exclusion"] > 0 && counts["honesty"] > 0
+            }
+        }
+    }
+}
+
+/// Operations by kind and outcome (`ok`, `fail:<why>`, `info:<why>`, `no answer` for an
+/// operation whose process died).
+pub fn op_counts(ix: &Indexed) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let mut out: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for view in ix.ops.values().filter(|v| !v.kind.is_empty()) {
+        let outcome = match &view.complete {
+            Some(Outcome::Ok) => "ok".to_owned(),
+            Some(Outcome::Fail(why)) => format!("fail:{why}"),
+            Some(Outcome::Info(why)) => format!("info:{why}"),
+            None => "no answer".to_owned(),
+        };
+        *out.entry(view.kind.clone())
+            .or_default()
+            .entry(outcome)
+            .or_default() += 1;
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    topology: String,
+    secs: u64,
+    seed: u64,
+    control: Option<String>,
+    elapsed_secs: u64,
+    ops_total: u64,
+    ops: &'a BTreeMap<String, BTreeMap<String, u64>>,
+    faults: &'a Counts,
+    violations: BTreeMap<&'static str, usize>,
+    linearizability_checked: usize,
+    linearizability_unchecked: usize,
+    passed: bool,
+}
+
+/// Prints the report (and writes `summary.json` into `dir`).
+pub fn print(report: &Report, records: &[Record], replay: &str, dir: &Path) {
+    let total: u64 = report.ops.values().flat_map(|o| o.values()).sum();
+    let summary = Summary {
+        topology: report.topology.to_string(),
+        secs: report.secs,
+        seed: report.seed,
+        control: report.control.map(|c| c.to_string()),
+        elapsed_secs: report.elapsed.as_secs(),
+        ops_total: total,
+        ops: &report.ops,
+        faults: &report.faults,
+        violations: report.counts(),
+        linearizability_checked: report.linearizability_checked,
+        linearizability_unchecked: report.linearizability_unchecked,
+        passed: report.passed(),
+    };
+    let json = serde_json::to_string(&summary).unwrap_or_default();
+    let _ = std::fs::write(dir.join("summary.json"), &json);
+    println!("verify: {total} operations");
+    for (kind, outcomes) in &report.ops {
+        let list: Vec<String> = outcomes.iter().map(|(o, n)| format!("{o}={n}")).collect();
+        println!("  {kind:<14} {}", list.join(" "));
+    }
+    let faults: Vec<String> = report
+        .faults
+        .iter()
+        .map(|(f, n)| format!("{f}={n}"))
+        .collect();
+    println!(
+        "verify: faults {}",
+        if faults.is_empty() {
+            "none".into()
+        } else {
+            faults.join(" ")
+        }
+    );
+    println!(
+        "verify: linearizability searched over {} register accesses ({} in segments too long to search); {} unsafe windows",
+        report.linearizability_checked, report.linearizability_unchecked, report.unsafe_windows
+    );
+    for checker in CHECKERS {
+        let found: Vec<&Violation> = report
+            .violations
+            .iter()
+            .filter(|v| v.checker == checker)
+            .collect();
+        println!("verify: {checker}: {} violations", found.len());
+        for v in found.iter().take(SHOWN) {
+            println!("  - {}", v.what);
+            for line in context(records, v) {
+                println!("      {line}");
+            }
+        }
+    }
+    println!("SUMMARY {json}");
+    if !report.violations.is_empty() || report.control.is_some() {
+        println!("verify: replay with: {replay}");
+    }
+}
+
+/// The history lines around a violation: its ops' events and the faults, ±1 s.
+fn context(records: &[Record], v: &Violation) -> Vec<String> {
+    let (from, to) = (
+        v.span.0.saturating_sub(1_000_000_000),
+        v.span.1.saturating_add(1_000_000_000),
+    );
+    let base = records.first().map_or(0, |r| r.t);
+    records
+        .iter()
+        .filter(|r| {
+            r.t >= from && r.t <= to && (v.ops.contains(&r.op) || r.p == 0 || v.ops.is_empty())
+        })
+        .take(CONTEXT_LINES)
+        .map(|r| {
+            let ev = serde_json::to_string(&r.ev).unwrap_or_default();
+            format!(
+                "{:>10.3} ms p{} op {} {ev}",
+                (r.t - base) as f64 / 1e6,
+                r.p,
+                r.op
+            )
+        })
+        .collect()
+}
