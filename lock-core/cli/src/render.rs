@@ -67,14 +67,7 @@ fn holding_json(holding: &Holding) -> Value {
 /// What holds a read-write lock or a semaphore, in words: `3 readers`, `a writer`,
 /// `2 permits`; `None` for a lock.
 fn holders_word(state: &LockState) -> Option<String> {
-    let n = state.holders().len();
-    let plural = if n == 1 { "" } else { "s" };
-    match state.mode()? {
-        LockMode::Read => Some(format!("{n} reader{plural}")),
-        LockMode::Write => Some("a writer".to_owned()),
-        LockMode::Permit => Some(format!("{n} permit{plural}")),
-        _ => None,
-    }
+    state.mode()?.describe_holders(state.holders().len())
 }
 
 /// Several locks as a JSON array.

@@ -21,6 +21,7 @@ pub(crate) static EXCLUSIVE: Kind = Kind {
     scripts: &SCRIPTS,
     prelude: "",
     noun: "lock",
+    holders: None,
     side: "",
     owner_suffix: "",
     renew_code: "x",

@@ -40,6 +40,8 @@ pub(crate) struct Kind {
     pub(crate) prelude: &'static str,
     /// What a hold of this kind is called in messages ("a semaphore needs …").
     pub(crate) noun: &'static str,
+    /// Its holders in words, for `n` of them (`3 readers`); `None` for a plain lock.
+    pub(crate) holders: Option<fn(usize) -> String>,
     /// What its acquire script takes as `side` ('' when it takes none).
     pub(crate) side: &'static str,
     /// The suffix of its owners' ids (Redisson's `:write` for a writer).
@@ -59,6 +61,11 @@ pub(crate) struct Kind {
     /// Why a scope holding this kind refuses a request for another, when it is not the
     /// general "holds the name as another kind".
     pub(crate) refusals: &'static [(LockMode, &'static str)],
+}
+
+/// `n` and `noun`, plural unless `n` is 1.
+fn counted(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
 /// A kind's scripts of one lock.

@@ -31,6 +31,14 @@ impl LockMode {
     }
 }
 
+impl LockMode {
+    /// The holders of a lock of this kind in words, for `n` of them: `3 readers`,
+    /// `a writer`, `2 permits`; `None` for an exclusive lock (its holder is named instead).
+    pub fn describe_holders(self, n: usize) -> Option<String> {
+        self.kind().holders.map(|words| words(n))
+    }
+}
+
 impl fmt::Display for LockMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -25,6 +25,7 @@ pub(crate) static SEMAPHORE: Kind = Kind {
     scripts: &SCRIPTS,
     prelude: include_str!("../scripts/sem_prelude.lua"),
     noun: "semaphore",
+    holders: Some(|n| super::counted(n, "permit")),
     side: "",
     owner_suffix: "",
     renew_code: "s",
