@@ -86,12 +86,13 @@ impl Cell {
         .await;
     }
 
+    /// Force-releases every name of the cell; the first must have been held. The others
+    /// may already be free: the holder hears the first revocation at once, and a holder
+    /// that aborts releases the rest of its names itself.
     async fn force_release_all(&self) -> Result<(), LockError> {
-        for name in self.names() {
-            assert!(
-                self.client().force_release(name.as_str()).await?,
-                "{name} was held"
-            );
+        for (i, name) in self.names().into_iter().enumerate() {
+            let was_held = self.client().force_release(name.as_str()).await?;
+            assert!(was_held || i > 0, "{name} was held");
         }
         Ok(())
     }

@@ -70,6 +70,8 @@ if mode ~= 'write' then
     return {1, token}
   end
   if granted > 0 then
+    -- A local `_`: a global write is refused (Redis protects a script's globals).
+    local _
     _, _, top, record = holds()
   end
 end
