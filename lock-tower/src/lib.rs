@@ -414,6 +414,28 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+/// `get_ref`, `get_mut` and `into_inner` of a middleware service whose inner service is its
+/// field `inner` (as tower-http's `define_inner_service_accessors!`).
+macro_rules! inner_service_accessors {
+    () => {
+        /// The inner service.
+        pub fn get_ref(&self) -> &S {
+            &self.inner
+        }
+
+        /// The inner service, mutably.
+        pub fn get_mut(&mut self) -> &mut S {
+            &mut self.inner
+        }
+
+        /// Unwraps the inner service.
+        pub fn into_inner(self) -> S {
+            self.inner
+        }
+    };
+}
+pub(crate) use inner_service_accessors;
+
 mod config;
 mod error;
 mod future;

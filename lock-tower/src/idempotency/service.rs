@@ -34,20 +34,7 @@ impl<S> Idempotent<S> {
         Self { inner, config }
     }
 
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Unwraps the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service_accessors!();
 }
 
 impl<S: fmt::Debug> fmt::Debug for Idempotent<S> {
