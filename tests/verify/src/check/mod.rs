@@ -6,8 +6,15 @@
 //! * [`overlap`] (b) exclusion by kind over the stretches where SAFETY.md promises it
 //!   without fencing, and (c) honesty: every hold that overlapped another was told;
 //! * [`liveness`] (d): after the nemesis, every client acquires within a bound, and a lease
-//!   after the end no key of any lock is left.
+//!   after the end no key of any lock is left;
+//! * [`leader`] (e): one leader at a time per election, and overlapping terms told;
+//! * [`jobs`] (f): each scheduled fire runs at most once while `hold_at_least` covers the
+//!   skew;
+//! * [`idempotency`] (g): each idempotency key's effect completed at most once.
 
+pub mod idempotency;
+pub mod jobs;
+pub mod leader;
 pub mod liveness;
 pub mod overlap;
 pub mod registers;
