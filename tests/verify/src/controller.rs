@@ -172,12 +172,13 @@ pub fn check_all(
     violations.extend(check::overlap::exclusion(&ix, records));
     violations.extend(check::overlap::honesty(&ix));
     violations.extend(check::liveness::check(&ix, keys));
-    violations.extend(check::leader::check(&ix));
-    violations.extend(check::jobs::check(records, &ix.unsafe_windows));
+    violations.extend(check::leader::check(&ix, records));
+    // An operator's force release is unsafe for its own lock name only.
+    violations.extend(check::jobs::check(records, &ix.shared_windows));
     violations.extend(check::idempotency::check(
         records,
         dumps,
-        &ix.unsafe_windows,
+        &ix.shared_windows,
     ));
     Report {
         ops: report::op_counts(&ix),

@@ -1,7 +1,8 @@
 //! Leader elections in the workload: a task campaigns in one of two elections (for a
 //! bounded while), and while it leads, read-modify-writes the register named after the
-//! election with the term's fencing token, then resigns after a random time. A term is an
-//! exclusive hold of the election's name, recorded as one ([`hold::run`]).
+//! election with the term's fencing token, reads `leader()`, then resigns after a random
+//! time. A term is an exclusive hold of the election's name, recorded as one
+//! ([`hold::run`]).
 
 use std::time::Duration;
 
@@ -62,6 +63,11 @@ pub(crate) async fn campaign(ctx: &Ctx, registers: &mut Registers, rng: &mut Rng
         match tokio::time::timeout(patience, election.campaign()).await {
             Ok(Ok(term)) => {
                 let token = term.fencing_token();
+                // Who leads, as followers read it: this term, while it is confirmed after.
+                if let Ok(leader) = election.leader().await {
+                    let token = leader.map(|l| l.fencing_token());
+                    history.log(op, Event::LeaderRead { token });
+                }
                 (Box::new(term), token)
             }
             Ok(Err(e)) => {

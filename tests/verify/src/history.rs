@@ -114,6 +114,12 @@ pub enum Event {
         /// What the holder's hold had left, in milliseconds, when known.
         remaining_ms: Option<u64>,
     },
+    /// `Election::leader()` answered during this op's term (read before the term's
+    /// `is_leader()` confirmations).
+    LeaderRead {
+        /// The token of the term it named; none: nobody leads.
+        token: Option<u64>,
+    },
     /// An idempotency key's `begin` answered `Run`: the key is in flight for this op.
     InFlight {
         /// The in-flight hold's fencing token.

@@ -6,7 +6,7 @@
 //! at once when A ran before B's invocation + `HOLD_AT_LEAST` and B ran before A's — a
 //! fire run twice although the later instance was behind by less than the minimum. A run
 //! whose process was paused past that (an instance far behind) is no violation. Runs near
-//! an unsafe window (data lost, a failover) are not judged.
+//! an unsafe window of the controller's faults (data lost, a failover) are not judged.
 
 use std::collections::BTreeMap;
 

@@ -82,6 +82,9 @@ pub struct Indexed {
     pub ops: BTreeMap<u64, OpView>,
     /// Unsafe windows (already widened by the margin).
     pub unsafe_windows: Vec<Window>,
+    /// The unsafe windows of the controller's faults, which touch every name (not an
+    /// operator's `force_release` of one lock name).
+    pub shared_windows: Vec<Window>,
     /// Split-brain windows (widened too): honesty is not promised there.
     pub split_windows: Vec<Window>,
     /// When the nemesis stopped.
@@ -113,6 +116,9 @@ pub fn index(records: &[Record], margin: u64) -> Indexed {
                     if let Some((start, unsafe_, split)) = open.remove(&(r.p, r.op)) {
                         if unsafe_ {
                             ix.unsafe_windows.push((start, r.t + margin));
+                            if r.p == 0 {
+                                ix.shared_windows.push((start, r.t + margin));
+                            }
                         }
                         if split {
                             ix.split_windows.push((start, r.t + margin));
@@ -162,9 +168,12 @@ pub fn index(records: &[Record], margin: u64) -> Indexed {
         }
     }
     // A fault still open at the end (the run stopped in it) is unsafe to its end.
-    for (start, unsafe_, split) in open.into_values() {
+    for ((p, _), (start, unsafe_, split)) in open {
         if unsafe_ {
             ix.unsafe_windows.push((start, u64::MAX));
+            if p == 0 {
+                ix.shared_windows.push((start, u64::MAX));
+            }
         }
         if split {
             ix.split_windows.push((start, u64::MAX));

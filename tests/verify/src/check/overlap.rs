@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{in_windows, Indexed, OpView, Violation};
+use super::{in_windows, Indexed, OpView, Violation, Window};
 use crate::election::is_election;
 use crate::history::{Event, Mode, Record};
 use crate::workload::SEMAPHORE;
@@ -102,7 +102,8 @@ fn violation(checker: &'static str, name: &str, clash: &[Span], why: &str) -> Vi
 /// (b): overlapping claims outside the unsafe windows, and re-entries that got another
 /// token. Elections' terms are the [`leader`](super::leader) checker's.
 pub fn exclusion(ix: &Indexed, records: &[Record]) -> Vec<Violation> {
-    let mut out = claimed_at_once(ix, |name| !is_election(name), "exclusion");
+    let not_election = |name: &str| !is_election(name);
+    let mut out = claimed_at_once(ix, &ix.unsafe_windows, not_election, "exclusion");
     for r in records {
         if let Event::ReentryMismatch { outer, inner } = r.ev {
             out.push(Violation {
@@ -119,18 +120,17 @@ pub fn exclusion(ix: &Indexed, records: &[Record]) -> Vec<Violation> {
     out
 }
 
-/// Claims of the names `names` accepts that overlap in conflict, outside the unsafe
-/// windows, as violations of `checker`.
+/// Claims of the names `names` accepts that overlap in conflict, outside `windows`, as
+/// violations of `checker`.
 pub(crate) fn claimed_at_once(
     ix: &Indexed,
+    windows: &[Window],
     names: impl Fn(&str) -> bool,
     checker: &'static str,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
     sweep(spans(ix, OpView::claim, names), |name, clash| {
-        let safe = clash
-            .iter()
-            .all(|s| !in_windows(&ix.unsafe_windows, (s.start, s.end)));
+        let safe = clash.iter().all(|s| !in_windows(windows, (s.start, s.end)));
         if safe {
             out.push(violation(checker, name, clash, "holds claimed at once"));
         }
