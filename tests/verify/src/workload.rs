@@ -1,5 +1,7 @@
 //! The client sub-mode: several tasks in one process, each drawing operations from its own
-//! seeded generator and recording them. Only lock-core's public API is used.
+//! seeded generator and recording them, beside a job scheduler ([`jobs`]) and a task for
+//! elections ([`election`]) and idempotency keys ([`idempotency`]). Only lock-core's public
+//! API is used.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -166,7 +168,7 @@ pub(crate) fn plan(ctx: &Ctx, rng: &mut Rng, writes: Vec<(String, u64)>) -> Plan
     }
 }
 
-pub(crate) fn wait(rng: &mut Rng) -> Duration {
+fn wait(rng: &mut Rng) -> Duration {
     rng.millis(Duration::from_millis(500), Duration::from_millis(3000))
 }
 
@@ -207,7 +209,7 @@ async fn one_op(ctx: &Ctx, registers: &mut Registers, rng: &mut Rng, op: u64) {
             names: names.clone(),
         },
     );
-    let outcome = if ctx.config.control == Some(Control::NoLock) && kind != "force_release" {
+    let outcome = if ctx.no_lock() && kind != "force_release" {
         let writes = match kind {
             "read" | "semaphore" => vec![],
             _ => names.iter().map(|n| (n.clone(), 0)).collect(),
