@@ -49,10 +49,6 @@ pub(crate) async fn campaign(ctx: &Ctx, registers: &mut Registers, rng: &mut Rng
         },
     );
     let patience = rng.millis(Duration::from_millis(500), Duration::from_millis(3000));
-    let term = |rng: &mut Rng, token| Plan {
-        hold: rng.millis(Duration::ZERO, LEASE * 5 / 2),
-        ..plan(ctx, rng, vec![(name.to_owned(), token)])
-    };
     let (guard, token): (Box<dyn Guard>, u64) = if ctx.no_lock() {
         (Box::new(NoGuard), 0)
     } else {
@@ -81,8 +77,11 @@ pub(crate) async fn campaign(ctx: &Ctx, registers: &mut Registers, rng: &mut Rng
             }
         }
     };
-    let plan = term(rng, token);
     let tokens = vec![(name.to_owned(), token)];
+    let plan = Plan {
+        hold: rng.millis(Duration::ZERO, LEASE * 5 / 2),
+        ..plan(ctx, rng, tokens.clone())
+    };
     hold::run(history, registers, op, Mode::Exclusive, tokens, guard, plan).await;
     let outcome = Outcome::Ok;
     history.log(op, Event::Complete { outcome });
