@@ -42,14 +42,11 @@ pub(crate) async fn attempt(ctx: &Ctx, registers: &mut Registers, rng: &mut Rng,
     );
     let plan = plan(ctx, rng, vec![]);
     let give_up = rng.below(0..10) == 0;
-    let request = |token| {
-        let history = history.clone();
-        let key = key.clone();
-        async move {
-            history.log(op, Event::InFlight { token });
-            hold::read_modify_write(&history, registers, op, &key, token, plan.think).await;
-            tokio::time::sleep(plan.hold).await;
-        }
+    let key = key.as_str();
+    let request = |token| async move {
+        history.log(op, Event::InFlight { token });
+        hold::read_modify_write(history, registers, op, key, token, plan.think).await;
+        tokio::time::sleep(plan.hold).await;
     };
     let outcome = if ctx.no_lock() {
         request(0).await;
@@ -58,8 +55,8 @@ pub(crate) async fn attempt(ctx: &Ctx, registers: &mut Registers, rng: &mut Rng,
         history.log(op, Event::Completed { sent, outcome });
         Outcome::Ok
     } else {
-        let idempotency = ctx.client.idempotency(key.clone()).retention(RETENTION);
-        match idempotency.begin(&Fingerprint::of(&key)).await {
+        let idempotency = ctx.client.idempotency(key).retention(RETENTION);
+        match idempotency.begin(&Fingerprint::of(key)).await {
             Ok(Begin::Replay(_)) => {
                 history.log(op, Event::Replayed);
                 Outcome::Ok
@@ -75,14 +72,11 @@ pub(crate) async fn attempt(ctx: &Ctx, registers: &mut Registers, rng: &mut Rng,
                         Ok(()) => Outcome::Ok,
                         Err(e) => outcome_of(&e),
                     };
-                    let completed = outcome.clone();
-                    history.log(
-                        op,
-                        Event::Completed {
-                            sent,
-                            outcome: completed,
-                        },
-                    );
+                    let completed = Event::Completed {
+                        sent,
+                        outcome: outcome.clone(),
+                    };
+                    history.log(op, completed);
                     outcome
                 }
             }
