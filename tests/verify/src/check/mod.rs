@@ -199,3 +199,40 @@ pub struct Violation {
     /// The time span to show.
     pub span: (u64, u64),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(t: u64, p: u32, start: bool) -> Record {
+        let fault = if p == 0 {
+            "redis-restart-empty"
+        } else {
+            "force_release x0"
+        }
+        .to_owned();
+        let ev = if start {
+            Event::FaultStart {
+                fault,
+                unsafe_for_exclusion: true,
+                split_brain: false,
+            }
+        } else {
+            Event::FaultEnd { fault }
+        };
+        Record { t, p, op: 7, ev }
+    }
+
+    #[test]
+    fn an_operators_force_release_is_unsafe_but_not_shared() {
+        let records = [
+            fault(10, 0, true),
+            fault(20, 0, false),
+            fault(30, 1, true),
+            fault(40, 1, false),
+        ];
+        let ix = index(&records, 5);
+        assert_eq!(ix.unsafe_windows, vec![(10, 25), (30, 45)]);
+        assert_eq!(ix.shared_windows, vec![(10, 25)]);
+    }
+}
