@@ -1,7 +1,7 @@
 //! The controller: starts the servers, the resource and the client processes, runs the
 //! nemesis, stops everything, and checks the merged history.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use distlock_tests::fault::rng::Rng;
@@ -104,12 +104,12 @@ pub async fn run(args: &Args) -> Result<bool, String> {
     let mut registers = Registers::connect(&resource.url(), true)
         .await
         .map_err(|e| e.to_string())?;
-    let mut dumps = BTreeMap::new();
-    for name in register_names() {
-        let (value, log) = registers.dump(name).await.map_err(|e| e.to_string())?;
-        dumps.insert(name.to_owned(), Dump { value, log });
-    }
     let records = history::load(&dir).map_err(|e| e.to_string())?;
+    let mut dumps = BTreeMap::new();
+    for name in registers_written(&records) {
+        let (value, log) = registers.dump(&name).await.map_err(|e| e.to_string())?;
+        dumps.insert(name, Dump { value, log });
+    }
     let report = check_all(&records, &dumps, &keys);
     let report = Report {
         topology,
@@ -144,6 +144,17 @@ async fn wait_keys_gone(servers: &Servers) -> Vec<String> {
     }
 }
 
+/// The lock registers, and every other register the history shows an access to (jobs,
+/// elections, idempotency keys: their names depend on the run).
+fn registers_written(records: &[history::Record]) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = register_names().into_iter().map(String::from).collect();
+    names.extend(records.iter().filter_map(|r| match &r.ev {
+        Event::Register { name, .. } => Some(name.clone()),
+        _ => None,
+    }));
+    names
+}
+
 /// Runs every checker.
 pub fn check_all(
     records: &[history::Record],
@@ -161,6 +172,14 @@ pub fn check_all(
     violations.extend(check::overlap::exclusion(&ix, records));
     violations.extend(check::overlap::honesty(&ix));
     violations.extend(check::liveness::check(&ix, keys));
+    violations.extend(check::leader::check(&ix, records));
+    // An operator's force release is unsafe for its own lock name only.
+    violations.extend(check::jobs::check(records, &ix.shared_windows));
+    violations.extend(check::idempotency::check(
+        records,
+        dumps,
+        &ix.shared_windows,
+    ));
     Report {
         ops: report::op_counts(&ix),
         linearizability_checked: found.checked,

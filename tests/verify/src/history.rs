@@ -104,6 +104,36 @@ pub enum Event {
         /// Inner token.
         inner: u64,
     },
+    /// A scheduled job's body started (its fire's hold was granted).
+    JobRan {
+        /// The hold's fencing token.
+        token: u64,
+    },
+    /// A scheduled job's fire was skipped: another instance held its name.
+    Skipped {
+        /// What the holder's hold had left, in milliseconds, when known.
+        remaining_ms: Option<u64>,
+    },
+    /// `Election::leader()` answered during this op's term (read before the term's
+    /// `is_leader()` confirmations).
+    LeaderRead {
+        /// The token of the term it named; none: nobody leads.
+        token: Option<u64>,
+    },
+    /// An idempotency key's `begin` answered `Run`: the key is in flight for this op.
+    InFlight {
+        /// The in-flight hold's fencing token.
+        token: u64,
+    },
+    /// An idempotency key's `begin` answered `Replay`: the key had completed.
+    Replayed,
+    /// An idempotency key's `complete` answered.
+    Completed {
+        /// When `complete` was sent (the record's retention counts from no earlier).
+        sent: u64,
+        /// How it ended.
+        outcome: Outcome,
+    },
     /// A fault started (controller).
     FaultStart {
         /// What it is.

@@ -13,7 +13,7 @@ use lock_core::{LockError, LockGuard, MultiLockGuard};
 use crate::history::{Event, HistoryWriter, Mode, Outcome};
 use crate::register::{appended, digest, Registers};
 
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The guards the workload holds: a lock family guard, a multi-lock guard, or none (the
 /// `nolock` control).

@@ -12,7 +12,8 @@
 //! ```
 //!
 //! * [`args`]: the command line; [`controller`]: one run; [`topology`]: the lock servers;
-//!   [`clients`]: the client processes; [`workload`], [`hold`]: what a client does;
+//!   [`clients`]: the client processes; [`workload`], [`hold`]: what a client does, with
+//!   [`jobs`], [`election`] and [`idempotency`] beside the locks;
 //!   [`register`]: the fenced resource; [`nemesis`]: the faults; [`history`]: the events;
 //!   [`check`]: the checkers; [`report`]: what is printed.
 #![deny(missing_docs)]
@@ -22,8 +23,11 @@ pub mod args;
 pub mod check;
 pub mod clients;
 pub mod controller;
+pub mod election;
 pub mod history;
 pub mod hold;
+pub mod idempotency;
+pub mod jobs;
 pub mod nemesis;
 pub mod register;
 pub mod report;

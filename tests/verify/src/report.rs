@@ -13,7 +13,15 @@ use crate::history::{Outcome, Record};
 use crate::nemesis::Counts;
 
 /// Every checker, in report order.
-pub const CHECKERS: [&str; 4] = ["registers", "exclusion", "honesty", "liveness"];
+pub const CHECKERS: [&str; 7] = [
+    "registers",
+    "exclusion",
+    "honesty",
+    "liveness",
+    "leader",
+    "jobs",
+    "idempotency",
+];
 /// Violations shown in full per checker.
 const SHOWN: usize = 3;
 /// History lines shown around a violation.
@@ -77,14 +85,20 @@ impl Report {
     }
 
     /// A run passes with no violation; a negative control passes when the checkers it
-    /// targets fired (unfenced: the registers; nolock: registers, exclusion and honesty).
+    /// targets fired (unfenced: the registers; nolock: registers, exclusion, honesty and
+    /// jobs, and with one Redis leader and idempotency).
     pub fn passed(&self) -> bool {
         let counts = self.counts();
         match self.control {
             None => self.violations.is_empty(),
             Some(Control::Unfenced) => counts["registers"] > 0,
             Some(Control::NoLock) => {
-                counts["registers"] > 0 && counts["exclusion"] > 0 && counts["honesty"] > 0
+                let one_redis = self.topology != Topology::Redlock;
+                counts["registers"] > 0
+                    && counts["exclusion"] > 0
+                    && counts["honesty"] > 0
+                    && counts["jobs"] > 0
+                    && (!one_redis || counts["leader"] > 0 && counts["idempotency"] > 0)
             }
         }
     }

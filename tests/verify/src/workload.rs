@@ -1,5 +1,7 @@
 //! The client sub-mode: several tasks in one process, each drawing operations from its own
-//! seeded generator and recording them. Only lock-core's public API is used.
+//! seeded generator and recording them, beside a job scheduler ([`jobs`]) and a task for
+//! elections ([`election`]) and idempotency keys ([`idempotency`]). Only lock-core's public
+//! API is used.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use crate::args::Control;
 use crate::history::{Event, HistoryWriter, Mode, Outcome};
 use crate::hold::{self, error_outcome, NoGuard, Plan};
 use crate::register::Registers;
+use crate::{election, idempotency, jobs};
 
 /// The watchdog lease of every client: short, so pauses outlast it and renewals are busy.
 pub const LEASE: Duration = Duration::from_millis(1000);
@@ -42,12 +45,30 @@ pub struct ClientConfig {
     pub family: bool,
 }
 
-struct Ctx {
-    client: LockClient,
-    history: HistoryWriter,
-    config: ClientConfig,
+/// What every task of a client process shares.
+pub(crate) struct Ctx {
+    pub(crate) client: LockClient,
+    pub(crate) history: HistoryWriter,
+    pub(crate) config: ClientConfig,
     next_op: AtomicU64,
     stop: AtomicBool,
+}
+
+impl Ctx {
+    /// A new operation id: the process number, then a counter.
+    pub(crate) fn next_op(&self) -> u64 {
+        (u64::from(self.config.proc) << 32) | self.next_op.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// True once the run is stopping.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Whether this op skips the locks (the `nolock` control).
+    pub(crate) fn no_lock(&self) -> bool {
+        self.config.control == Some(Control::NoLock)
+    }
 }
 
 /// Runs the tasks until `stop` resolves (the controller closed stdin) or `limit` passes.
@@ -71,6 +92,12 @@ pub async fn run(
         let (ctx, registers) = (ctx.clone(), registers.clone());
         tasks.spawn(task_loop(ctx, registers, task));
     }
+    // Beside the lock tasks: one scheduler firing jobs, and (with one Redis) one task
+    // campaigning in elections and retrying idempotent operations.
+    tasks.spawn(jobs::scheduler(ctx.clone(), registers.clone()));
+    if ctx.config.family {
+        tasks.spawn(extras_loop(ctx.clone(), registers.clone()));
+    }
     tokio::select! {
         () = stop => {}
         () = tokio::time::sleep(limit) => {}
@@ -89,28 +116,44 @@ const MAX_OPS_PER_TASK: u64 = 10_000_000;
 async fn task_loop(ctx: Arc<Ctx>, mut registers: Registers, task: u32) {
     let mut rng = Rng::new(ctx.config.seed ^ (u64::from(task) << 48) ^ 0x5eed);
     for _ in 0..MAX_OPS_PER_TASK {
-        if ctx.stop.load(Ordering::SeqCst) {
+        if ctx.stopping() {
             return;
         }
-        let op = (u64::from(ctx.config.proc) << 32) | ctx.next_op.fetch_add(1, Ordering::Relaxed);
-        one_op(&ctx, &mut registers, &mut rng, op).await;
+        one_op(&ctx, &mut registers, &mut rng, ctx.next_op()).await;
     }
 }
 
-fn pick<'a>(rng: &mut Rng, names: &[&'a str]) -> &'a str {
+/// Elections and idempotency keys, half and half, from their own generator (the lock
+/// tasks' choices stay those of their seed).
+async fn extras_loop(ctx: Arc<Ctx>, mut registers: Registers) {
+    let mut rng = Rng::new(ctx.config.seed ^ 0xe1ec_7104);
+    for _ in 0..MAX_OPS_PER_TASK {
+        if ctx.stopping() {
+            return;
+        }
+        let op = ctx.next_op();
+        if rng.below(0..2) == 0 {
+            election::campaign(&ctx, &mut registers, &mut rng, op).await;
+        } else {
+            idempotency::attempt(&ctx, &mut registers, &mut rng, op).await;
+        }
+    }
+}
+
+pub(crate) fn pick<'a>(rng: &mut Rng, names: &[&'a str]) -> &'a str {
     names[rng.index(names.len())]
 }
 
 /// The longest pause between a hold's read and its write: short, except in the `unfenced`
 /// control, where a long one lets client pauses land inside it (that control must fire).
-fn think_max(config: &ClientConfig) -> Duration {
+pub(crate) fn think_max(config: &ClientConfig) -> Duration {
     match config.control {
         Some(Control::Unfenced) => Duration::from_millis(500),
         _ => Duration::from_millis(30),
     }
 }
 
-fn plan(ctx: &Ctx, rng: &mut Rng, writes: Vec<(String, u64)>) -> Plan {
+pub(crate) fn plan(ctx: &Ctx, rng: &mut Rng, writes: Vec<(String, u64)>) -> Plan {
     let hold = match rng.below(0..100) {
         0..80 => rng.millis(Duration::ZERO, Duration::from_millis(40)),
         80..97 => rng.millis(Duration::from_millis(40), LEASE),
@@ -166,7 +209,7 @@ async fn one_op(ctx: &Ctx, registers: &mut Registers, rng: &mut Rng, op: u64) {
             names: names.clone(),
         },
     );
-    let outcome = if ctx.config.control == Some(Control::NoLock) && kind != "force_release" {
+    let outcome = if ctx.no_lock() && kind != "force_release" {
         let writes = match kind {
             "read" | "semaphore" => vec![],
             _ => names.iter().map(|n| (n.clone(), 0)).collect(),
@@ -197,7 +240,7 @@ async fn one_op(ctx: &Ctx, registers: &mut Registers, rng: &mut Rng, op: u64) {
 
 /// An operation's error as its outcome; an indeterminate one's text goes to the history
 /// too (which node, which answer: what a burst of them needs to be explained).
-fn failed(history: &HistoryWriter, op: u64, e: &lock_core::LockError) -> Outcome {
+pub(crate) fn failed(history: &HistoryWriter, op: u64, e: &lock_core::LockError) -> Outcome {
     let outcome = error_outcome(e);
     if matches!(outcome, Outcome::Info(_)) {
         history.log(

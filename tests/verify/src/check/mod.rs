@@ -6,8 +6,15 @@
 //! * [`overlap`] (b) exclusion by kind over the stretches where SAFETY.md promises it
 //!   without fencing, and (c) honesty: every hold that overlapped another was told;
 //! * [`liveness`] (d): after the nemesis, every client acquires within a bound, and a lease
-//!   after the end no key of any lock is left.
+//!   after the end no key of any lock is left;
+//! * [`leader`] (e): one leader at a time per election, and overlapping terms told;
+//! * [`jobs`] (f): each scheduled fire runs at most once while `hold_at_least` covers the
+//!   skew;
+//! * [`idempotency`] (g): each idempotency key's effect completed at most once.
 
+pub mod idempotency;
+pub mod jobs;
+pub mod leader;
 pub mod liveness;
 pub mod overlap;
 pub mod registers;
@@ -75,6 +82,9 @@ pub struct Indexed {
     pub ops: BTreeMap<u64, OpView>,
     /// Unsafe windows (already widened by the margin).
     pub unsafe_windows: Vec<Window>,
+    /// The unsafe windows of the controller's faults, which touch every name (not an
+    /// operator's `force_release` of one lock name).
+    pub shared_windows: Vec<Window>,
     /// Split-brain windows (widened too): honesty is not promised there.
     pub split_windows: Vec<Window>,
     /// When the nemesis stopped.
@@ -106,6 +116,9 @@ pub fn index(records: &[Record], margin: u64) -> Indexed {
                     if let Some((start, unsafe_, split)) = open.remove(&(r.p, r.op)) {
                         if unsafe_ {
                             ix.unsafe_windows.push((start, r.t + margin));
+                            if r.p == 0 {
+                                ix.shared_windows.push((start, r.t + margin));
+                            }
                         }
                         if split {
                             ix.split_windows.push((start, r.t + margin));
@@ -155,9 +168,12 @@ pub fn index(records: &[Record], margin: u64) -> Indexed {
         }
     }
     // A fault still open at the end (the run stopped in it) is unsafe to its end.
-    for (start, unsafe_, split) in open.into_values() {
+    for ((p, _), (start, unsafe_, split)) in open {
         if unsafe_ {
             ix.unsafe_windows.push((start, u64::MAX));
+            if p == 0 {
+                ix.shared_windows.push((start, u64::MAX));
+            }
         }
         if split {
             ix.split_windows.push((start, u64::MAX));
@@ -182,4 +198,41 @@ pub struct Violation {
     pub ops: Vec<u64>,
     /// The time span to show.
     pub span: (u64, u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(t: u64, p: u32, start: bool) -> Record {
+        let fault = if p == 0 {
+            "redis-restart-empty"
+        } else {
+            "force_release x0"
+        }
+        .to_owned();
+        let ev = if start {
+            Event::FaultStart {
+                fault,
+                unsafe_for_exclusion: true,
+                split_brain: false,
+            }
+        } else {
+            Event::FaultEnd { fault }
+        };
+        Record { t, p, op: 7, ev }
+    }
+
+    #[test]
+    fn an_operators_force_release_is_unsafe_but_not_shared() {
+        let records = [
+            fault(10, 0, true),
+            fault(20, 0, false),
+            fault(30, 1, true),
+            fault(40, 1, false),
+        ];
+        let ix = index(&records, 5);
+        assert_eq!(ix.unsafe_windows, vec![(10, 25), (30, 45)]);
+        assert_eq!(ix.shared_windows, vec![(10, 25)]);
+    }
 }

@@ -9,7 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{in_windows, Indexed, OpView, Violation};
+use super::{in_windows, Indexed, OpView, Violation, Window};
+use crate::election::is_election;
 use crate::history::{Event, Mode, Record};
 use crate::workload::SEMAPHORE;
 
@@ -64,13 +65,14 @@ fn sweep(spans: BTreeMap<String, Vec<Span>>, mut report: impl FnMut(&str, &[Span
 fn spans(
     ix: &Indexed,
     interval: impl Fn(&OpView) -> Option<(u64, u64)>,
+    names: impl Fn(&str) -> bool,
 ) -> BTreeMap<String, Vec<Span>> {
     let mut by_name: BTreeMap<String, Vec<Span>> = BTreeMap::new();
     for view in ix.ops.values() {
         let (Some((_, mode, tokens)), Some((start, end))) = (&view.acquired, interval(view)) else {
             continue;
         };
-        for (name, _) in tokens {
+        for (name, _) in tokens.iter().filter(|(name, _)| names(name)) {
             by_name.entry(name.clone()).or_default().push(Span {
                 start,
                 end,
@@ -98,17 +100,10 @@ fn violation(checker: &'static str, name: &str, clash: &[Span], why: &str) -> Vi
 }
 
 /// (b): overlapping claims outside the unsafe windows, and re-entries that got another
-/// token.
+/// token. Elections' terms are the [`leader`](super::leader) checker's.
 pub fn exclusion(ix: &Indexed, records: &[Record]) -> Vec<Violation> {
-    let mut out = Vec::new();
-    sweep(spans(ix, OpView::claim), |name, clash| {
-        let safe = clash
-            .iter()
-            .all(|s| !in_windows(&ix.unsafe_windows, (s.start, s.end)));
-        if safe {
-            out.push(violation("exclusion", name, clash, "holds claimed at once"));
-        }
-    });
+    let not_election = |name: &str| !is_election(name);
+    let mut out = claimed_at_once(ix, &ix.unsafe_windows, not_election, "exclusion");
     for r in records {
         if let Event::ReentryMismatch { outer, inner } = r.ev {
             out.push(Violation {
@@ -125,12 +120,41 @@ pub fn exclusion(ix: &Indexed, records: &[Record]) -> Vec<Violation> {
     out
 }
 
+/// Claims of the names `names` accepts that overlap in conflict, outside `windows`, as
+/// violations of `checker`.
+pub(crate) fn claimed_at_once(
+    ix: &Indexed,
+    windows: &[Window],
+    names: impl Fn(&str) -> bool,
+    checker: &'static str,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    sweep(spans(ix, OpView::claim, names), |name, clash| {
+        let safe = clash.iter().all(|s| !in_windows(windows, (s.start, s.end)));
+        if safe {
+            out.push(violation(checker, name, clash, "holds claimed at once"));
+        }
+    });
+    out
+}
+
 /// (c): holds used at once of which too many were never told, outside split-brain windows
 /// (a Sentinel failover: the old master grants and releases as if alone until demoted).
+/// Elections' terms are the [`leader`](super::leader) checker's.
 pub fn honesty(ix: &Indexed) -> Vec<Violation> {
+    used_untold(ix, |name| !is_election(name), "honesty")
+}
+
+/// Holds of the names `names` accepts used at once in conflict and not told, as
+/// violations of `checker`.
+pub(crate) fn used_untold(
+    ix: &Indexed,
+    names: impl Fn(&str) -> bool,
+    checker: &'static str,
+) -> Vec<Violation> {
     let mut out = Vec::new();
     let told = |op: u64| ix.ops.get(&op).is_some_and(|v| v.told.is_some());
-    sweep(spans(ix, OpView::usage), |name, clash| {
+    sweep(spans(ix, OpView::usage, names), |name, clash| {
         let untold: Vec<_> = clash.iter().copied().filter(|s| !told(s.op)).collect();
         let last = clash[clash.len() - 1];
         let too_many = if clash.iter().all(|s| s.mode == Mode::Permit) {
@@ -144,7 +168,7 @@ pub fn honesty(ix: &Indexed) -> Vec<Violation> {
             .any(|s| in_windows(&ix.split_windows, (s.start, s.end)));
         if too_many && !split {
             let why = "holds used at once and none told";
-            out.push(violation("honesty", name, clash, why));
+            out.push(violation(checker, name, clash, why));
         }
     });
     out
