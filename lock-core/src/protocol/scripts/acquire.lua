@@ -49,7 +49,10 @@ end
 local ttl = tonumber(waiter_ttl_ms)
 if ttl > 0 then
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('zadd', queue, 'NX', now, me)
+  -- Strictly in arrival order: waiters queued within one millisecond are not ordered by
+  -- their members' bytes (a retry keeps its place: NX).
+  local last = redis.call('zrange', queue, -1, -1, 'WITHSCORES')[2]
+  redis.call('zadd', queue, 'NX', math.max(now, (tonumber(last) or 0) + 1), me)
   redis.call('zadd', deadlines, now + ttl, me)
   redis.call('pexpire', queue, ttl)
   redis.call('pexpire', deadlines, ttl)
