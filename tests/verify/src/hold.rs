@@ -28,35 +28,27 @@ pub trait Guard: Send + Sync + 'static {
     fn release_now(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>>;
 }
 
-impl Guard for LockGuard {
-    fn held(&self) -> bool {
-        self.is_held()
-    }
-    fn lost_signal(&self) -> BoxFuture<'static, ()> {
-        Box::pin(self.lost())
-    }
-    fn extend_by(&self, lease: Duration) -> BoxFuture<'_, Result<(), LockError>> {
-        Box::pin(self.extend(lease))
-    }
-    fn release_now(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>> {
-        Box::pin((*self).release())
-    }
+/// Both guards answer the same calls by the same names.
+macro_rules! guard_by_inherent_methods {
+    ($($guard:ty),*) => {$(
+        impl Guard for $guard {
+            fn held(&self) -> bool {
+                self.is_held()
+            }
+            fn lost_signal(&self) -> BoxFuture<'static, ()> {
+                Box::pin(self.lost())
+            }
+            fn extend_by(&self, lease: Duration) -> BoxFuture<'_, Result<(), LockError>> {
+                Box::pin(self.extend(lease))
+            }
+            fn release_now(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>> {
+                Box::pin((*self).release())
+            }
+        }
+    )*};
 }
 
-impl Guard for MultiLockGuard {
-    fn held(&self) -> bool {
-        self.is_held()
-    }
-    fn lost_signal(&self) -> BoxFuture<'static, ()> {
-        Box::pin(self.lost())
-    }
-    fn extend_by(&self, lease: Duration) -> BoxFuture<'_, Result<(), LockError>> {
-        Box::pin(self.extend(lease))
-    }
-    fn release_now(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>> {
-        Box::pin((*self).release())
-    }
-}
+guard_by_inherent_methods!(LockGuard, MultiLockGuard);
 
 /// The `nolock` control's stand-in: always "held", never lost.
 #[derive(Debug)]
