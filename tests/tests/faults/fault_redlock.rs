@@ -105,7 +105,15 @@ async fn minority_down_and_slow_keeps_exclusion_over_2000_acquisitions() {
                     }
                     tokio::task::yield_now().await;
                     detectors[n].exit();
-                    guard.release().await.unwrap();
+                    match guard.release().await {
+                        Ok(()) => {}
+                        // No majority answered in time (a loaded machine): the hold ends with
+                        // its lease instead; exclusion is what this test checks. Counted.
+                        Err(e) if e.is_unavailable() => {
+                            no_quorum.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => panic!("task {task} round {round}: release: {e}"),
+                    }
                 }
             }));
         }
@@ -119,7 +127,7 @@ async fn minority_down_and_slow_keeps_exclusion_over_2000_acquisitions() {
     let regressions = token_regressions.lock().unwrap().clone();
     println!(
         "fault_redlock: {entries} acquisitions with 1 of 5 nodes down and 1 slow in {took:?}: \
-         {overlaps} overlaps, {} token regressions, {} attempts retried without a quorum",
+         {overlaps} overlaps, {} token regressions, {} acquisitions retried or releases left to the lease without a quorum",
         regressions.len(),
         no_quorum.load(Ordering::Relaxed)
     );

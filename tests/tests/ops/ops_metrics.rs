@@ -176,18 +176,23 @@ async fn renewals_failures_and_losses_are_counted() {
 }
 
 /// The watchdog's renewals are counted: a lock still held after `t` was renewed at least
-/// once per lease in `t` (else it would have been lost), and at most once per tick.
+/// once per lease in `t` (else it would have been lost), and at most once per tick. The
+/// lease is long enough that a loaded machine's late tick does not lose the lock.
 #[tokio::test]
 async fn watchdog_renewals_are_counted() {
     install();
     let server = RedisServer::start();
-    let lease = Duration::from_millis(300);
+    let lease = Duration::from_secs(1);
     let locks = builder(&server.url()).lease(lease).build().unwrap();
     let before_acquire = Instant::now();
     let guard = locks.lock("wd").metrics_label("watchdog").await.unwrap();
     let acquired_at = Instant::now();
     let renewals = || counter("distlock_renewals_total", &["template=watchdog"]);
-    wait_until("eight renewals", GENEROUS, || async { renewals() >= 8 }).await;
+    wait_until("eight renewals", GENEROUS, || async {
+        assert!(guard.is_held(), "lost after {} renewals", renewals());
+        renewals() >= 8
+    })
+    .await;
     let held_for = acquired_at.elapsed();
     assert!(guard.is_held());
     let count = renewals();

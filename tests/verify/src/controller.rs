@@ -16,6 +16,7 @@ use crate::history::{self, Event, HistoryWriter};
 use crate::nemesis::{self, parse_faults};
 use crate::register::Registers;
 use crate::report::{self, Report};
+use crate::sentinel_watch;
 use crate::topology::{keys_left, Servers};
 use crate::workload::{register_names, LEASE};
 
@@ -72,11 +73,23 @@ pub async fn run(args: &Args) -> Result<bool, String> {
         seed,
         tasks: args.or("tasks", 4)?,
         control,
-        limit: Duration::from_secs(secs) + TAIL + Duration::from_secs(60),
+        limit: launch_limit(secs),
     };
     let mut clients = Clients::start(launch, history.clone(), args.or("clients", 3)?)
         .map_err(|e| e.to_string())?;
 
+    let watcher = match &servers {
+        Servers::Sentinel(set) => Some(tokio::spawn({
+            println!(
+                "verify: the sentinels' view in {}",
+                dir.join("sentinel-view.jsonl").display()
+            );
+            let servers = set.servers.iter().map(RedisServer::url).collect();
+            let (sentinels, dir, limit) = (set.sentinel_urls(), dir.clone(), launch_limit(secs));
+            async move { sentinel_watch::watch(sentinels, servers, &dir, limit).await }
+        })),
+        _ => None,
+    };
     let started = Instant::now();
     let gap = match control {
         Some(Control::Unfenced) => (Duration::from_millis(200), Duration::from_millis(800)),
@@ -99,6 +112,9 @@ pub async fn run(args: &Args) -> Result<bool, String> {
     history.log(0, Event::NemesisEnd);
     sleep(TAIL).await;
     let killed_at_stop = clients.stop(Duration::from_secs(30)).await;
+    if let Some(watcher) = &watcher {
+        watcher.abort();
+    }
     let keys = wait_keys_gone(&servers).await;
 
     let mut registers = Registers::connect(&resource.url(), true)
@@ -123,6 +139,11 @@ pub async fn run(args: &Args) -> Result<bool, String> {
     };
     report::print(&report, &records, &replay, &dir);
     Ok(report.passed())
+}
+
+/// The longest a run's processes may live: its nemesis, the tail, and room to stop.
+fn launch_limit(secs: u64) -> Duration {
+    Duration::from_secs(secs) + TAIL + Duration::from_secs(60)
 }
 
 /// Waits at least two leases, then up to 15 s, until no lock key is left; returns those left.

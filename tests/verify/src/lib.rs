@@ -31,5 +31,6 @@ pub mod jobs;
 pub mod nemesis;
 pub mod register;
 pub mod report;
+pub mod sentinel_watch;
 pub mod topology;
 pub mod workload;
