@@ -376,8 +376,10 @@ async fn uncontended_acquire_and_release_cost_one_call_each() {
         let n: u64 = rest.split(',').next().unwrap().parse().unwrap();
         calls.insert(command.to_owned(), n);
     }
-    // The test's own INFO is not counted yet, its CONFIG RESETSTAT is (`config|resetstat`).
-    calls.retain(|command, _| !command.starts_with("config"));
+    // The test's own INFO is not counted yet, its CONFIG RESETSTAT is (`config|resetstat`);
+    // the client's revocation listener subscribes once, on its own connection, and may do so
+    // after the reset (6 runs in 30 failed on it): neither is the acquisition's.
+    calls.retain(|command, _| !command.starts_with("config") && !command.ends_with("subscribe"));
     let evalsha = calls.remove("evalsha");
     let inner: u64 = calls.values().sum();
     println!("semaphore, uncontended acquire + release: {evalsha:?} EVALSHA, {inner} calls inside: {calls:?}");
