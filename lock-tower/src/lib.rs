@@ -249,6 +249,7 @@
 //! | a path placeholder the route lacks (a misconfiguration, logged at `error`) | `400 Bad Request` | `INVALID_ARGUMENT` |
 //! | Redis unavailable ([fail closed](OutagePolicy::FailClosed), the default) | `503 Service Unavailable` + `Retry-After: 5` | `UNAVAILABLE` |
 //! | lock lost mid-request ([`OnLost::Abort`], the default) | `503 Service Unavailable` | `ABORTED` |
+//! | a hold the client's topology refuses (a read-write or semaphore layer on a Redlock client), or another misconfiguration | `500 Internal Server Error` | `INTERNAL` |
 //!
 //! The bodies are generic: they name the key parameter at fault or the lock's
 //! [family](LockLayerBuilder::family) (``lock `item_<id>` is busy``), never who holds the lock
@@ -358,6 +359,7 @@
 //! | after one whose response was above [`max_response_body`](IdempotencyLayerBuilder::max_response_body) | [`too_large_status`](IdempotencyLayerBuilder::too_large_status), `409` by default, no `Retry-After`, marked replayed | `ALREADY_EXISTS` |
 //! | key lost while the handler ran | `503` (the handler is dropped) | `ABORTED` |
 //! | Redis unavailable | `503` | `UNAVAILABLE` |
+//! | on a Redlock client (records need one Redis), or a record this version cannot read | `500` | `INTERNAL` |
 //!
 //! What is stored: final answers only — HTTP statuses below 500 other than 408, 409, 425
 //! and 429; gRPC `OK` and the client's errors (`INVALID_ARGUMENT`, `NOT_FOUND`,

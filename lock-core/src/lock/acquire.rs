@@ -63,7 +63,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     }
     check_request_lease(&name, lease)?;
     check_kind(&inner, &name, kind, request.permits)?;
-    let keys = inner.keys(&name, kind)?.with_capacity(request.permits);
+    let keys = inner.keys(&name, kind)?;
     let scope = Scope::current();
     if let Some(held) = scope
         .as_ref()
@@ -77,6 +77,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
         inner: &inner,
         name: &name,
         keys: &keys,
+        capacity: request.permits,
         lease,
         meta: inner.holder_meta(options.request_id.as_deref()),
         label: &label,
@@ -87,11 +88,14 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     let contended = attempter.contended.load(Ordering::Relaxed);
     let result = match taken {
         Ok((token, sent_at)) => {
-            let Attempter { owner, .. } = attempter;
+            let Attempter {
+                owner, capacity, ..
+            } = attempter;
             let acquired = Acquired {
                 owner,
                 name,
                 keys,
+                capacity,
                 token,
                 lease,
                 watchdog,
@@ -167,6 +171,8 @@ struct Attempter<'a> {
     inner: &'a Arc<Engine>,
     name: &'a LockName,
     keys: &'a LockKeys,
+    /// A semaphore's capacity as this caller sees it (1 for the other kinds).
+    capacity: u32,
     owner: String,
     lease: Duration,
     /// Holder metadata, sent with every attempt (and so part of the queue entry).
@@ -191,7 +197,14 @@ impl Attempter<'_> {
             WAITER_TTL
         };
         // Until disarmed, dropping this leaves the queue or undoes an unseen acquisition.
-        let pending = Pending::new(self.inner, self.keys, &self.owner, self.lease, &self.meta);
+        let pending = Pending::new(
+            self.inner,
+            self.keys,
+            self.capacity,
+            &self.owner,
+            self.lease,
+            &self.meta,
+        );
         // Another waiter of this client already listens on the channel: join it before the
         // first attempt, so that a busy answer needs no retry after subscribing.
         let mut subscription: Option<Subscription> = match wait {
@@ -313,6 +326,19 @@ impl Attempter<'_> {
         sent_at.elapsed() + drift(self.lease) < self.lease
     }
 
+    /// Leaves the queue, and undoes a grant this attempter did not keep.
+    async fn leave(&self) {
+        leave(
+            self.inner,
+            self.keys,
+            self.capacity,
+            &self.owner,
+            self.lease,
+            &self.meta,
+        )
+        .await;
+    }
+
     fn trace_acquired(&self, token: u64, started: Instant, attempts: u64, woken: Option<&str>) {
         tracing::debug!(lock = %self.name, owner = %self.owner, token,
             waited = ?started.elapsed(), attempts, woken, "acquired");
@@ -330,6 +356,7 @@ impl Attempter<'_> {
             waiter_ttl,
             &self.meta,
             publish,
+            self.capacity,
         );
         // A granting quorum settles it; any other outcome waits for every node, so that a
         // minority grant is known and undone below (one left unseen on a slow node would
@@ -350,7 +377,7 @@ impl Attempter<'_> {
             match self.raise_fences(tally.token).await {
                 Ok(()) if self.still_valid(started) => return Ok(Attempt::Acquired(tally.token)),
                 Err(error) => {
-                    leave(self.inner, self.keys, &self.owner, self.lease, &self.meta).await;
+                    self.leave().await;
                     return Err(error);
                 }
                 // Raising the fences ate the validity: undone below, as a late quorum is.
@@ -358,7 +385,7 @@ impl Attempter<'_> {
             }
         }
         if tally.acquired > 0 {
-            leave(self.inner, self.keys, &self.owner, self.lease, &self.meta).await;
+            self.leave().await;
         }
         if tally.busy == 0 && tally.acquired < quorum {
             if let Some(error) = tally.first_error {

@@ -25,6 +25,9 @@ pub(crate) struct Held {
     pub(crate) client: Arc<Engine>,
     pub(crate) name: LockName,
     pub(crate) keys: LockKeys,
+    /// A semaphore's capacity as its holder sees it (1 for the other kinds), an argument
+    /// of its release script.
+    pub(crate) capacity: u32,
     pub(crate) owner: String,
     pub(crate) token: u64,
     /// Lease set at each renewal; the watchdog renews only when the request set none.
@@ -51,6 +54,7 @@ pub(crate) struct Held {
 pub(crate) struct Acquired {
     pub(crate) name: LockName,
     pub(crate) keys: LockKeys,
+    pub(crate) capacity: u32,
     pub(crate) owner: String,
     pub(crate) token: u64,
     pub(crate) lease: Duration,
@@ -69,6 +73,7 @@ impl Held {
             client,
             name: acquired.name,
             keys: acquired.keys,
+            capacity: acquired.capacity,
             owner: acquired.owner,
             token: acquired.token,
             lease: acquired.lease,
@@ -237,7 +242,8 @@ impl Held {
             return Ok(());
         }
         let publish = self.client.config.publish;
-        let call = scripts::release(&self.keys, &self.owner, self.lease, publish, None);
+        let (keys, capacity) = (&self.keys, self.capacity);
+        let call = scripts::release(keys, &self.owner, self.lease, publish, None, capacity);
         // A Redlock hold missing from a majority was lost (another owner could take the
         // majority): the release must say so, not answer Ok at the first node that had it
         // (found by distlock-verify's honesty checker: a force release raced an acquisition,

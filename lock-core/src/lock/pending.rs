@@ -15,6 +15,8 @@ use crate::protocol::scripts;
 pub(crate) struct Pending<'a> {
     inner: &'a Arc<Engine>,
     keys: &'a LockKeys,
+    /// A semaphore's capacity as the caller sees it (1 for the other kinds).
+    capacity: u32,
     owner: &'a str,
     lease: Duration,
     /// The holder metadata the attempts sent (part of the queue entry).
@@ -26,6 +28,7 @@ impl<'a> Pending<'a> {
     pub(crate) fn new(
         inner: &'a Arc<Engine>,
         keys: &'a LockKeys,
+        capacity: u32,
         owner: &'a str,
         lease: Duration,
         meta: &'a str,
@@ -33,6 +36,7 @@ impl<'a> Pending<'a> {
         Self {
             inner,
             keys,
+            capacity,
             owner,
             lease,
             meta,
@@ -47,7 +51,15 @@ impl<'a> Pending<'a> {
     /// Leaves now, waiting for Redis (errors are left to the waiter's queue deadline).
     pub(crate) async fn leave(mut self) {
         self.armed = false;
-        leave(self.inner, self.keys, self.owner, self.lease, self.meta).await;
+        leave(
+            self.inner,
+            self.keys,
+            self.capacity,
+            self.owner,
+            self.lease,
+            self.meta,
+        )
+        .await;
     }
 }
 
@@ -60,20 +72,22 @@ impl Drop for Pending<'_> {
             return;
         };
         let (inner, keys, lease) = (Arc::clone(self.inner), self.keys.clone(), self.lease);
-        let (owner, meta) = (self.owner.to_owned(), self.meta.to_owned());
-        runtime.spawn(async move { leave(&inner, &keys, &owner, lease, &meta).await });
+        let (capacity, owner, meta) = (self.capacity, self.owner.to_owned(), self.meta.to_owned());
+        runtime.spawn(async move { leave(&inner, &keys, capacity, &owner, lease, &meta).await });
     }
 }
 
 pub(crate) async fn leave(
     inner: &Engine,
     keys: &LockKeys,
+    capacity: u32,
     owner: &str,
     lease: Duration,
     meta: &str,
 ) {
     let name = LockName::from(keys.lock());
-    let call = scripts::release(keys, owner, lease, inner.config.publish, Some(meta));
+    let publish = inner.config.publish;
+    let call = scripts::release(keys, owner, lease, publish, Some(meta), capacity);
     for answer in inner.eval_each(&name, lease, call).await {
         match answer {
             Ok(ReleaseReply::NotHeld) => {}

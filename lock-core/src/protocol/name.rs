@@ -116,8 +116,6 @@ pub(crate) struct LockKeys {
     channel: Vec<u8>,
     /// What the lock is: its scripts and its layout.
     kind: &'static Kind,
-    /// A semaphore's capacity as its caller sees it (1 otherwise).
-    capacity: u32,
     /// Redlock only: the scripts also take the fence floor, so that a later majority's
     /// tokens are greater. One server, a Cluster or Sentinel: three keys.
     fenced: bool,
@@ -139,20 +137,8 @@ impl LockKeys {
         Self {
             channel,
             kind,
-            capacity: 1,
             fenced,
         }
-    }
-
-    /// The same keys, for a caller that sees a semaphore's capacity as `capacity`.
-    pub(crate) fn with_capacity(mut self, capacity: u32) -> Self {
-        self.capacity = capacity;
-        self
-    }
-
-    /// A semaphore's capacity as its caller sees it (1 for the other modes).
-    pub(crate) fn capacity(&self) -> u32 {
-        self.capacity
     }
 
     /// The keys of the lock of `kind` whose Redis key is `lock` (as found by a scan).
@@ -161,7 +147,6 @@ impl LockKeys {
         Self {
             channel,
             kind,
-            capacity: 1,
             fenced,
         }
     }

@@ -287,7 +287,8 @@ impl Publish {
     }
 }
 
-/// An ACQUIRE call of the keys' kind; `waiter_ttl` zero means "do not queue".
+/// An ACQUIRE call of the keys' kind; `waiter_ttl` zero means "do not queue". `capacity`
+/// is a semaphore's as its caller sees it (the other kinds' scripts do not read it).
 pub(crate) fn acquire(
     keys: &LockKeys,
     owner: &str,
@@ -295,6 +296,7 @@ pub(crate) fn acquire(
     waiter_ttl: Duration,
     meta: &str,
     publish: Publish,
+    capacity: u32,
 ) -> Call<AcquireReply> {
     let kind = keys.kind();
     let args = Args {
@@ -303,7 +305,7 @@ pub(crate) fn acquire(
         meta: Some(meta),
         waiter_ttl_ms: Some(millis(waiter_ttl)),
         publish: Some(publish.command()),
-        capacity: Some(u64::from(keys.capacity())),
+        capacity: Some(u64::from(capacity)),
         side: Some(kind.side),
         ..Args::default()
     };
@@ -312,19 +314,21 @@ pub(crate) fn acquire(
 
 /// A RELEASE call of the keys' kind: releases `owner`'s hold; with `queued_meta` (the
 /// metadata its acquisition sent), also takes its entry out of the queue when it holds
-/// nothing.
+/// nothing. `capacity` is as [`acquire`]'s: with `queued_meta`, it spells the owner's queue
+/// entry (a semaphore's member carries its waiter's capacity).
 pub(crate) fn release(
     keys: &LockKeys,
     owner: &str,
     lease: Duration,
     publish: Publish,
     queued_meta: Option<&str>,
+    capacity: u32,
 ) -> Call<ReleaseReply> {
     let args = Args {
         owner: Some(owner),
         lease_ms: Some(millis(lease)),
         publish: Some(publish.command()),
-        capacity: Some(u64::from(keys.capacity())),
+        capacity: Some(u64::from(capacity)),
         meta: queued_meta,
         ..Args::default()
     };
@@ -489,8 +493,15 @@ mod tests {
     /// A release that is not leaving the queue sends no metadata: nil in Lua, by name.
     #[test]
     fn arguments_go_by_the_scripts_names() {
-        let keys = LockKeys::for_key(b"p:k", &SEMAPHORE, false).with_capacity(3);
-        let call = release(&keys, "u:1", Duration::from_millis(5), Publish::Plain, None);
+        let keys = LockKeys::for_key(b"p:k", &SEMAPHORE, false);
+        let call = release(
+            &keys,
+            "u:1",
+            Duration::from_millis(5),
+            Publish::Plain,
+            None,
+            3,
+        );
         let simple = |arg| match arg {
             redis::Arg::Simple(bytes) => Some(bytes),
             _ => None,
@@ -505,6 +516,7 @@ mod tests {
             Duration::ZERO,
             "",
             Publish::Plain,
+            1,
         );
         let sent: Vec<&[u8]> = call.cmd.args_iter().filter_map(simple).collect();
         assert_eq!(sent.last(), Some(&&b"read"[..]));

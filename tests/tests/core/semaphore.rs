@@ -182,6 +182,29 @@ async fn each_caller_counts_against_its_own_capacity() {
     assert!(err.to_string().contains("mixed"), "{err}");
 }
 
+/// A waiter that gives up leaves the queue at once: its entry is found by the waiter's own
+/// capacity (part of the queue member), so a caller of 3 leaves no live entry behind to
+/// hold the next caller back until it expires.
+#[tokio::test]
+async fn a_waiter_that_gives_up_leaves_the_queue() {
+    let server = RedisServer::start();
+    let locks = client(&server.url());
+    let mut permits = Vec::new();
+    for _ in 0..3 {
+        permits.push(locks.semaphore("leaving", 3).await.unwrap());
+    }
+    let err = locks
+        .semaphore("leaving", 3)
+        .wait(Duration::from_millis(200))
+        .await
+        .expect_err("all 3 permits are held");
+    assert!(err.is_wait_timeout(), "{err}");
+    assert_eq!(locks.inspect("leaving").await.unwrap().waiters(), 0);
+    for permit in permits {
+        permit.release().await.unwrap();
+    }
+}
+
 /// The watchdog keeps a permit past several leases; `lost()` fires when the permit is
 /// taken away; re-entering in one scope does not take a second permit; a busy answer names
 /// a holder.
@@ -353,8 +376,10 @@ async fn uncontended_acquire_and_release_cost_one_call_each() {
         let n: u64 = rest.split(',').next().unwrap().parse().unwrap();
         calls.insert(command.to_owned(), n);
     }
-    // The test's own INFO is not counted yet, its CONFIG RESETSTAT is (`config|resetstat`).
-    calls.retain(|command, _| !command.starts_with("config"));
+    // The test's own INFO is not counted yet, its CONFIG RESETSTAT is (`config|resetstat`);
+    // the client's revocation listener subscribes once, on its own connection, and may do so
+    // after the reset (6 runs in 30 failed on it): neither is the acquisition's.
+    calls.retain(|command, _| !command.starts_with("config") && !command.ends_with("subscribe"));
     let evalsha = calls.remove("evalsha");
     let inner: u64 = calls.values().sum();
     println!("semaphore, uncontended acquire + release: {evalsha:?} EVALSHA, {inner} calls inside: {calls:?}");

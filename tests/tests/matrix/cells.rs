@@ -4,25 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_tests::locks::{wait_until, GENEROUS};
-use distlock_tests::metrics::{counter, gauge};
-use lock_core::{LockClient, LockError, OnLost};
+use distlock_tests::metrics::{counter, counters, gauge};
+use lock_core::{LockClient, LockError, OnLost, Outcome};
 
-use crate::hold::{Kind, Req};
+use crate::hold::{Hold, Req};
+use crate::kind::Kind;
+use crate::refusal::Refusal;
 use crate::{Clients, Opt};
-
-/// True when `error` is the typed answer the docs list for this combination: shared kinds
-/// are refused under Redlock ("Redlock supports exclusive locks and lock_all only"), and
-/// `min_replicas` does not apply to Redlock.
-pub(crate) fn documented(topology: &str, kind: Kind, opt: Opt, error: &LockError) -> bool {
-    let redlock = topology == "redlock";
-    match error {
-        LockError::InvalidRequest { .. } => {
-            redlock && matches!(kind, Kind::Read | Kind::Write | Kind::Semaphore)
-        }
-        LockError::InvalidConfig { .. } => redlock && opt == Opt::MinReplicas,
-        _ => false,
-    }
-}
 
 pub(crate) struct Cell {
     clients: Arc<Clients>,
@@ -49,16 +37,16 @@ impl Cell {
         )
     }
 
+    pub(crate) fn client(&self) -> &LockClient {
+        &self.clients.plain
+    }
+
     pub(crate) fn kind(&self) -> Kind {
         self.kind
     }
 
-    pub(crate) fn opt(&self) -> Opt {
-        self.opt
-    }
-
-    fn client(&self) -> &LockClient {
-        &self.clients.plain
+    pub(crate) fn name(&self) -> &str {
+        &self.name
     }
 
     fn req(&self) -> Req {
@@ -71,15 +59,10 @@ impl Cell {
 
     /// True when Redis says every name of the cell is held.
     async fn held_in_redis(&self) -> Result<bool, LockError> {
-        for name in self.names() {
-            if !self.client().inspect(name.as_str()).await?.is_held() {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        held(self.client(), &self.names()).await
     }
 
-    async fn wait_held_in_redis(&self, held: bool) {
+    pub(crate) async fn wait_held_in_redis(&self, held: bool) {
         wait_until("the hold as expected in Redis", GENEROUS, || async {
             self.held_in_redis().await.expect("inspect") == held
         })
@@ -97,8 +80,36 @@ impl Cell {
         Ok(())
     }
 
-    /// Runs the cell: `Ok` when it worked (its assertions passed), else the error it met.
-    pub(crate) async fn run(self) -> Result<(), LockError> {
+    /// Asserts that a second request of the kind does not get the hold now. An election
+    /// has no single attempt: a rival campaign queues behind the term instead.
+    async fn assert_excluded(&self) -> Result<(), Refusal> {
+        if self.kind.has_try() {
+            assert!(self.req().try_acquire().await?.is_none(), "not excluded");
+            return Ok(());
+        }
+        let rival = tokio::spawn(self.req().acquire());
+        wait_until("a rival queued behind the hold", GENEROUS, || async {
+            let state = self.client().inspect(self.name.as_str()).await;
+            state.expect("inspect").waiters() > 0
+        })
+        .await;
+        assert!(!rival.is_finished(), "the rival took a held election");
+        // Dropping a campaign leaves no term held.
+        rival.abort();
+        Ok(())
+    }
+
+    /// Takes the hold of a name known to be free: one attempt where the kind has one.
+    async fn take_free(&self) -> Result<Hold, Refusal> {
+        if self.kind.has_try() {
+            Ok(self.req().try_acquire().await?.expect("free"))
+        } else {
+            self.req().acquire().await
+        }
+    }
+
+    /// Runs the cell: `Ok` when it worked (its assertions passed), else what it met.
+    pub(crate) async fn run(self) -> Result<(), Refusal> {
         match self.opt {
             Opt::Wait => self.wait().await,
             Opt::TryAcquire => self.try_acquire().await,
@@ -114,24 +125,25 @@ impl Cell {
             Opt::ForceRelease => self.force_release().await,
             Opt::Inspect => self.inspect().await,
             Opt::Macro => self.macro_form().await,
+            Opt::Layer => crate::layer::layer_form(&self).await,
         }
     }
 
     /// A waiter gets the hold once the holder releases it, and then excludes others.
-    async fn wait(&self) -> Result<(), LockError> {
+    async fn wait(&self) -> Result<(), Refusal> {
         let first = self.req().acquire().await?;
         let waiter = tokio::spawn(self.req().wait(GENEROUS).acquire());
         first.release().await?;
-        let second = waiter.await.expect("no panic")?;
+        let mut second = waiter.await.expect("no panic")?;
         assert!(second.is_held());
         if self.kind.exclusive() {
-            assert!(self.req().try_acquire().await?.is_none(), "not excluded");
+            self.assert_excluded().await?;
         }
         second.release().await
     }
 
     /// One attempt: busy while held (readers share), free after the release.
-    async fn try_acquire(&self) -> Result<(), LockError> {
+    async fn try_acquire(&self) -> Result<(), Refusal> {
         let first = self.req().acquire().await?;
         let second = self.req().try_acquire().await?;
         assert_eq!(second.is_some(), !self.kind.exclusive());
@@ -143,9 +155,10 @@ impl Cell {
         again.release().await
     }
 
-    /// An explicit lease is not renewed: the hold expires by itself.
-    async fn lease(&self) -> Result<(), LockError> {
-        let hold = self
+    /// An explicit lease is not renewed: the hold expires by itself, and its holder learns
+    /// of it.
+    async fn lease(&self) -> Result<(), Refusal> {
+        let mut hold = self
             .req()
             .lease(self.clients.leases.short)
             .acquire()
@@ -156,6 +169,9 @@ impl Cell {
             || async { !self.held_in_redis().await.expect("inspect") },
         )
         .await;
+        tokio::time::timeout(GENEROUS, hold.lost())
+            .await
+            .expect("the holder learns that its lease ran out");
         assert!(!hold.is_held(), "the guard outlived its lease");
         // Waits (bounded) rather than tries once: under Redlock a slow node may miss one try.
         let next = self.req().wait(GENEROUS).acquire().await?;
@@ -174,8 +190,8 @@ impl Cell {
 
     /// The watchdog renews the client's lease: Redis shows the remaining lease raised again
     /// (a renewal, every 250 ms here), and the hold is still held.
-    async fn watchdog(&self) -> Result<(), LockError> {
-        let hold = self.req().acquire().await?;
+    async fn watchdog(&self) -> Result<(), Refusal> {
+        let mut hold = self.req().acquire().await?;
         // The lowest reading so far: a renewal shows as a later reading above it.
         let least = std::sync::Mutex::new(self.remaining().await?);
         wait_until("a renewal raised the lease", GENEROUS, || async {
@@ -188,21 +204,21 @@ impl Cell {
         .await;
         assert!(hold.is_held() && self.held_in_redis().await?, "not renewed");
         if self.kind.exclusive() {
-            assert!(self.req().try_acquire().await?.is_none());
+            self.assert_excluded().await?;
         }
         hold.release().await
     }
 
     /// A client waiting for a replica's acknowledgement acquires every kind.
-    async fn min_replicas(&self) -> Result<(), LockError> {
+    async fn min_replicas(&self) -> Result<(), Refusal> {
         let client = (self.clients.replicated)()?;
-        let hold = self.kind.request(&client, &self.name).acquire().await?;
+        let mut hold = self.kind.request(&client, &self.name).acquire().await?;
         assert!(hold.is_held() && self.held_in_redis().await?);
         hold.release().await
     }
 
     /// The request id is in the holder record of every name.
-    async fn request_id(&self) -> Result<(), LockError> {
+    async fn request_id(&self) -> Result<(), Refusal> {
         let id = format!("rid-{}", self.name);
         let hold = self.req().request_id(&id).acquire().await?;
         for name in self.names() {
@@ -219,7 +235,7 @@ impl Cell {
     }
 
     /// `Abort` drops the work when the hold is lost; `Continue` lets it finish.
-    async fn on_lost(&self) -> Result<(), LockError> {
+    async fn on_lost(&self) -> Result<(), Refusal> {
         // A kind the topology refuses answers here, not inside the spawned work.
         self.req()
             .try_acquire()
@@ -239,6 +255,9 @@ impl Cell {
             .expect("the work was aborted")
             .expect("no panic");
         assert!(matches!(&answer, Err(e) if e.is_lost()), "{answer:?}");
+        if !self.kind.continues_on_lost() {
+            return Ok(());
+        }
         let (finish, finished) = tokio::sync::oneshot::channel::<()>();
         let work = self
             .req()
@@ -252,26 +271,35 @@ impl Cell {
             .await
             .expect("the work finished")
             .expect("no panic");
-        assert!(matches!(answer, Ok(true)), "{answer:?}");
+        assert!(matches!(answer, Ok(Outcome::Ran(true))), "{answer:?}");
         Ok(())
     }
 
-    /// `run` runs the work under the hold and releases it after.
-    async fn run_under(&self) -> Result<(), LockError> {
-        let held = self
-            .req()
-            .run(async { self.held_in_redis().await })
-            .await??;
-        assert!(held, "the work ran without the hold");
+    /// `run` runs the work under the hold and releases it after; a second run runs again,
+    /// or replays the first's stored output (an idempotency key).
+    async fn run_under(&self) -> Result<(), Refusal> {
+        let (client, names) = (self.client().clone(), self.names());
+        let work = async move { held(&client, &names).await.expect("inspect") };
+        let first = self.req().run(work).await?;
+        assert!(
+            matches!(first, Outcome::Ran(true)),
+            "the work ran without the hold: {first:?}"
+        );
         // Redlock's release returns at the first node that released: the others follow.
         self.wait_held_in_redis(false).await;
+        let again = self.req().run(async { false }).await?;
+        if self.kind.replays() {
+            assert!(matches!(again, Outcome::Replayed(true)), "{again:?}");
+        } else {
+            assert!(matches!(again, Outcome::Ran(false)), "{again:?}");
+        }
         Ok(())
     }
 
     /// An extension raises an explicit lease: Redis shows more than the original left.
-    async fn extend(&self) -> Result<(), LockError> {
+    async fn extend(&self) -> Result<(), Refusal> {
         let lease = self.clients.leases.client;
-        let hold = self.req().lease(lease).acquire().await?;
+        let mut hold = self.req().lease(lease).acquire().await?;
         hold.extend(lease * 3).await?;
         // Redlock's extension returns once a majority extended: the last node follows.
         wait_until("the extension in Redis", GENEROUS, || async {
@@ -282,10 +310,17 @@ impl Cell {
         hold.release().await
     }
 
-    /// The same request inside one scope re-enters the hold (same tokens).
-    async fn reentry(&self) -> Result<(), LockError> {
+    /// The same request inside one scope re-enters the hold (same tokens); a second
+    /// campaign in a scope that leads is refused (`InvalidRequest`).
+    async fn reentry(&self) -> Result<(), Refusal> {
         lock_core::scope(async {
-            let outer = self.req().acquire().await?;
+            let mut outer = self.req().acquire().await?;
+            if !self.kind.reenters() {
+                let again = self.req().acquire().await;
+                let refused = matches!(again, Err(Refusal::Lock(LockError::InvalidRequest { .. })));
+                assert!(refused, "a second campaign in the scope: {:?}", again.err());
+                return outer.release().await;
+            }
             let inner = self.req().acquire().await?;
             for name in self.names() {
                 assert_eq!(outer.token(&name), inner.token(&name), "{name}");
@@ -297,9 +332,10 @@ impl Cell {
         .await
     }
 
-    /// Acquisitions and holds are counted under the request's label.
-    async fn metrics(&self) -> Result<(), LockError> {
-        let label = format!("template={}", self.name);
+    /// Acquisitions and holds are counted under the request's label, or under the kind's
+    /// own label for kinds with unbounded names (never the name itself).
+    async fn metrics(&self) -> Result<(), Refusal> {
+        let label = format!("template={}", self.kind.fixed_label().unwrap_or(&self.name));
         let hold = self
             .req()
             .metrics_label(self.name.clone())
@@ -308,23 +344,31 @@ impl Cell {
         let acquired = counter("distlock_acquisitions_total", &["outcome=acquired", &label]);
         assert!(acquired >= 1, "acquisitions: {acquired}");
         assert!(gauge("distlock_held", &[&label]) >= 1.0);
+        if self.kind.fixed_label().is_some() {
+            let named = format!("template={}", self.name);
+            let series = counters("distlock_acquisitions_total");
+            assert!(
+                series.iter().all(|(labels, _)| !labels.contains(&named)),
+                "the name is a label: {series:?}"
+            );
+        }
         hold.release().await
     }
 
     /// An operator's force-release frees every name, and the holder learns of it.
-    async fn force_release(&self) -> Result<(), LockError> {
-        let hold = self.req().acquire().await?;
+    async fn force_release(&self) -> Result<(), Refusal> {
+        let mut hold = self.req().acquire().await?;
         self.force_release_all().await?;
         tokio::time::timeout(GENEROUS, hold.lost())
             .await
             .expect("the holder learns of the loss");
         assert!(!hold.is_held());
-        let next = self.req().try_acquire().await?.expect("free after it");
+        let next = self.take_free().await?;
         next.release().await
     }
 
     /// `inspect` shows the kind, and the hold's token.
-    async fn inspect(&self) -> Result<(), LockError> {
+    async fn inspect(&self) -> Result<(), Refusal> {
         let hold = self.req().acquire().await?;
         for name in self.names() {
             let state = self.client().inspect(name.as_str()).await?;
@@ -342,7 +386,7 @@ impl Cell {
     }
 
     /// `#[distributed_lock]` takes the kind: its body runs under the hold, released after.
-    async fn macro_form(&self) -> Result<(), LockError> {
+    async fn macro_form(&self) -> Result<(), Refusal> {
         let (locks, name) = (self.client(), self.name.as_str());
         let held = match self.kind {
             Kind::Lock => crate::forms::lock(locks, name).await?,
@@ -350,9 +394,25 @@ impl Cell {
             Kind::Write => crate::forms::write(locks, name).await?,
             Kind::Semaphore => crate::forms::semaphore(locks, name).await?,
             Kind::LockAll => crate::forms::lock_all(locks, name).await?,
+            Kind::Job => (crate::forms::job(locks, name).await?)
+                .ran()
+                .expect("the name was free: the job ran"),
+            Kind::Election | Kind::Idempotency => {
+                panic!("no macro form: the table lists this cell as not applicable")
+            }
         };
         assert!(held, "the body ran without the hold");
         self.wait_held_in_redis(false).await;
         Ok(())
     }
+}
+
+/// True when Redis says every one of `names` is held.
+pub(crate) async fn held(client: &LockClient, names: &[String]) -> Result<bool, LockError> {
+    for name in names {
+        if !client.inspect(name.as_str()).await?.is_held() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

@@ -1,7 +1,7 @@
 //! The macro form of each kind: `#[distributed_lock]` functions whose body answers whether
 //! Redis shows the hold it runs under.
 
-use lock_core::{distributed_lock, LockClient, LockError};
+use lock_core::{distributed_lock, JobOutcome, LockClient, LockError};
 
 /// Inside a locked body: true when Redis shows the innermost hold held.
 async fn held_here(locks: &LockClient) -> Result<bool, LockError> {
@@ -31,5 +31,10 @@ pub(crate) async fn semaphore(locks: &LockClient, name: &str) -> Result<bool, Lo
 
 #[distributed_lock(keys = ["<name>_a", "<name>_b"], client = locks, wait = "10s")]
 pub(crate) async fn lock_all(locks: &LockClient, name: &str) -> Result<bool, LockError> {
+    held_here(locks).await
+}
+
+#[distributed_lock(key = "<name>", on_busy = "skip", client = locks)]
+pub(crate) async fn job(locks: &LockClient, name: &str) -> Result<JobOutcome<bool>, LockError> {
     held_here(locks).await
 }

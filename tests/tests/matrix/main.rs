@@ -1,14 +1,29 @@
-//! The combination matrix: every kind of hold × every request option and client setting ×
-//! every topology, generated from one table ([`KINDS`] × [`OPTIONS`], one test per
+//! The combination matrix: every kind of hold × every request option, client setting and
+//! form × every topology, generated from one table ([`KINDS`] × [`OPTIONS`], one test per
 //! topology, each topology started once). Each cell either works, with a behavioural
 //! assertion, or answers a typed error the docs list for that combination
-//! ([`LockError::InvalidRequest`] for a shared kind under Redlock,
-//! [`LockError::InvalidConfig`] for `min_replicas` with Redlock) — never a Redis error such
-//! as WRONGTYPE.
+//! ([`refusal::documented`]: [`LockError::InvalidRequest`] for a shared kind or an election
+//! under Redlock, [`IdempotencyError::Redlock`](lock_core::IdempotencyError::Redlock) for an
+//! idempotency key there, [`LockError::InvalidConfig`] for `min_replicas` with Redlock, and
+//! the layer's `500` for what the topology refuses) — never a Redis error such as WRONGTYPE.
+//!
+//! A cell that does not apply is an entry of [`NOT_APPLICABLE`], with why; none is skipped
+//! silently:
+//!
+//! - `lock_all`: no layer form (a layer takes one lock per request);
+//! - jobs: no `extend` (the body has no guard; `hold_at_most` is the lease), no layer;
+//! - elections: no single attempt, explicit lease, request id, guarded run or on-lost,
+//!   `extend`, macro or layer (a campaign waits until it leads, on the client's lease);
+//! - idempotency keys: no wait (a duplicate is told to retry later), request id, re-entry
+//!   or macro form.
 
 mod cells;
 mod forms;
 mod hold;
+mod job;
+mod kind;
+mod layer;
+mod refusal;
 
 use std::time::{Duration, Instant};
 
@@ -18,19 +33,22 @@ use distlock_tests::{RedisCluster, RedisServer};
 use lock_core::{LockClient, LockClientBuilder, LockError};
 
 use cells::Cell;
-use hold::Kind;
+use kind::Kind;
 
 /// The kinds of hold.
-const KINDS: [Kind; 5] = [
+const KINDS: [Kind; 8] = [
     Kind::Lock,
     Kind::Read,
     Kind::Write,
     Kind::Semaphore,
     Kind::LockAll,
+    Kind::Job,
+    Kind::Election,
+    Kind::Idempotency,
 ];
 
-/// The request options and client settings each kind meets.
-const OPTIONS: [Opt; 14] = [
+/// The request options, client settings and forms each kind meets.
+const OPTIONS: [Opt; 15] = [
     Opt::Wait,
     Opt::TryAcquire,
     Opt::Lease,
@@ -45,9 +63,93 @@ const OPTIONS: [Opt; 14] = [
     Opt::ForceRelease,
     Opt::Inspect,
     Opt::Macro,
+    Opt::Layer,
 ];
 
-/// One option or setting.
+/// The cells that do not apply, each with why.
+const NOT_APPLICABLE: [(Kind, Opt, &str); 15] = [
+    (
+        Kind::LockAll,
+        Opt::Layer,
+        "lock-tower's layers take one lock per request: none takes several names",
+    ),
+    (
+        Kind::Job,
+        Opt::Extend,
+        "a job's body has no guard to extend: `hold_at_most` is its lease",
+    ),
+    (
+        Kind::Job,
+        Opt::Layer,
+        "scheduled jobs are not requests: no layer runs them",
+    ),
+    (
+        Kind::Election,
+        Opt::TryAcquire,
+        "a campaign waits until it leads: there is no single attempt",
+    ),
+    (
+        Kind::Election,
+        Opt::Lease,
+        "a term has the client's lease, renewed by the watchdog: no explicit lease",
+    ),
+    (
+        Kind::Election,
+        Opt::RequestId,
+        "a campaign records no request id",
+    ),
+    (
+        Kind::Election,
+        Opt::OnLost,
+        "a leader has no guarded run: it races `Leadership::lost` itself",
+    ),
+    (
+        Kind::Election,
+        Opt::Run,
+        "a leader has no guarded run: it races `Leadership::lost` itself",
+    ),
+    (
+        Kind::Election,
+        Opt::Extend,
+        "a term has no explicit lease to extend: the watchdog renews it",
+    ),
+    (
+        Kind::Election,
+        Opt::Macro,
+        "`#[distributed_lock]` does not campaign",
+    ),
+    (Kind::Election, Opt::Layer, "no layer campaigns"),
+    (
+        Kind::Idempotency,
+        Opt::Wait,
+        "`begin` never waits: a duplicate in flight is told to retry later",
+    ),
+    (
+        Kind::Idempotency,
+        Opt::RequestId,
+        "the in-flight lock records no request id",
+    ),
+    (
+        Kind::Idempotency,
+        Opt::Reentry,
+        "a key is one request: the protocol has no re-entry in a scope",
+    ),
+    (
+        Kind::Idempotency,
+        Opt::Macro,
+        "`#[distributed_lock]` takes no idempotency key",
+    ),
+];
+
+/// Why `opt` does not apply to `kind`, when the table says so.
+fn not_applicable(kind: Kind, opt: Opt) -> Option<&'static str> {
+    NOT_APPLICABLE
+        .iter()
+        .find(|(k, o, _)| (*k, *o) == (kind, opt))
+        .map(|(_, _, why)| *why)
+}
+
+/// One option, setting or form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Opt {
     Wait,
@@ -65,6 +167,8 @@ pub(crate) enum Opt {
     Inspect,
     /// The kind taken by `#[distributed_lock]`.
     Macro,
+    /// The kind taken by lock-tower's layer for it, on an axum `Router`.
+    Layer,
 }
 
 /// The lease of the matrix's clients, and the explicit lease of the cells that let one run
@@ -127,17 +231,22 @@ impl Clients {
     }
 }
 
-/// Runs every cell on `clients` at once, and fails listing every cell that failed.
+/// Runs every applicable cell on `clients` at once, and fails listing every cell that
+/// failed.
 async fn run_matrix(clients: Clients) {
     distlock_tests::metrics::install();
     let started = Instant::now();
     let clients = std::sync::Arc::new(clients);
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(AT_ONCE));
-    let mut tasks = Vec::new();
+    let (mut tasks, mut skipped) = (Vec::new(), 0);
     for kind in KINDS {
         for opt in OPTIONS {
+            if not_applicable(kind, opt).is_some() {
+                skipped += 1;
+                continue;
+            }
             let cell = Cell::new(std::sync::Arc::clone(&clients), kind, opt);
-            let (label, kind, opt) = (cell.label(), cell.kind(), cell.opt());
+            let label = cell.label();
             let slot = std::sync::Arc::clone(&slots).acquire_owned();
             let task = tokio::spawn(async move {
                 let _slot = slot.await.expect("never closed");
@@ -150,15 +259,16 @@ async fn run_matrix(clients: Clients) {
     for (label, kind, opt, task) in tasks {
         match task.await {
             Ok(Ok(())) => worked += 1,
-            Ok(Err(error)) if cells::documented(clients.topology, kind, opt, &error) => {
-                typed.push(format!("{label}: {error}"))
+            Ok(Err(refusal)) if refusal::documented(clients.topology, kind, opt, &refusal) => {
+                typed.push(format!("{label}: {refusal}"))
             }
-            Ok(Err(error)) => failed.push(format!("{label}: undocumented error: {error}")),
+            Ok(Err(refusal)) => failed.push(format!("{label}: undocumented error: {refusal}")),
             Err(panic) => failed.push(format!("{label}: {panic}")),
         }
     }
     println!(
-        "matrix {}: {} cells, {worked} worked, {} answered a documented typed error, in {:?}",
+        "matrix {}: {} cells, {worked} worked, {} answered a documented typed error, \
+         {skipped} not applicable, in {:?}",
         clients.topology,
         KINDS.len() * OPTIONS.len(),
         typed.len(),
@@ -168,6 +278,22 @@ async fn run_matrix(clients: Clients) {
         println!("  typed: {line}");
     }
     assert!(failed.is_empty(), "failed cells:\n{}", failed.join("\n"));
+}
+
+/// Every entry of the table names a kind and an option of the matrix, once.
+#[test]
+fn the_not_applicable_entries_are_cells_of_the_matrix() {
+    for (i, (kind, opt, why)) in NOT_APPLICABLE.iter().enumerate() {
+        assert!(
+            KINDS.contains(kind) && OPTIONS.contains(opt),
+            "{kind:?} × {opt:?}"
+        );
+        assert!(!why.is_empty());
+        let again = NOT_APPLICABLE[i + 1..]
+            .iter()
+            .any(|(k, o, _)| (k, o) == (kind, opt));
+        assert!(!again, "{kind:?} × {opt:?} listed twice");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

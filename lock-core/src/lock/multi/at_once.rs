@@ -19,6 +19,10 @@ use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::MultiAcquireReply;
 use crate::protocol::scripts;
 
+/// The capacity of a multi-lock's holds: they are exclusive locks, which have none (their
+/// scripts do not read it).
+const EXCLUSIVE_CAPACITY: u32 = 1;
+
 /// A multi-lock's uncontended path: every name in one script call.
 pub(super) struct AtOnce {
     pub(super) inner: Arc<Engine>,
@@ -56,7 +60,7 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
     let pending: Vec<Pending<'_>> = r
         .keys
         .iter()
-        .map(|keys| Pending::new(&r.inner, keys, &owner, r.lease, &r.meta))
+        .map(|keys| Pending::new(&r.inner, keys, EXCLUSIVE_CAPACITY, &owner, r.lease, &r.meta))
         .collect();
     let call = scripts::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
     let answer = r.inner.eval_each(&r.names[0], r.lease, call).await.pop();
@@ -75,6 +79,7 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
         let acquired = Acquired {
             name,
             keys,
+            capacity: EXCLUSIVE_CAPACITY,
             owner: owner.clone(),
             token,
             lease: r.lease,
