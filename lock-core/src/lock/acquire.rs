@@ -233,7 +233,13 @@ impl Attempter<'_> {
             if deadline.is_some_and(|d| now >= d) {
                 tracing::debug!(lock = %self.name, waited = ?started.elapsed(), attempts,
                     holder_ttl = ?ttl, "gave up waiting");
-                pending.leave().await;
+                // A busy answer that was not queued left nothing on one node: no clean-up
+                // round trip. (Under Redlock a minority of nodes may have granted: undone.)
+                if waiter_ttl.is_zero() && !redlock {
+                    pending.disarm();
+                } else {
+                    pending.leave().await;
+                }
                 return Err(LockError::WaitTimeout {
                     name: self.name.clone(),
                     waited: started.elapsed(),

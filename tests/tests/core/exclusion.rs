@@ -53,3 +53,48 @@ async fn non_atomic_counter_is_exact_under_contention() {
     assert_eq!(detector.entries(), ACQUISITIONS);
     assert_eq!(detector.overlaps(), 0);
 }
+
+/// A busy `try_acquire` is one script call and leaves nothing behind, for every kind: it is
+/// never queued, so no clean-up call follows (the layers' busy answers cost one round trip).
+#[tokio::test]
+async fn a_busy_try_costs_one_call_and_leaves_nothing() {
+    let server = RedisServer::start();
+    let (holder, trier) = (client(&server.url()), client(&server.url()));
+    let mut conn = server.conn().await;
+    let kinds = ["lock", "write lock", "semaphore"];
+    let request = |locks: &lock_core::LockClient, kind: &str| match kind {
+        "lock" => locks.lock("busy_lock"),
+        "write lock" => locks.write_lock("busy_rw"),
+        _ => locks.semaphore("busy_sem", 1),
+    };
+    let mut held = Vec::new();
+    for kind in kinds {
+        held.push(request(&holder, kind).await.unwrap());
+        // Loads the scripts, so that the counted tries make no NOSCRIPT retry.
+        assert!(request(&trier, kind).try_acquire().await.unwrap().is_none());
+    }
+    let mut keys_before: Vec<String> = conn.keys("*").await.unwrap();
+    for kind in kinds {
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(request(&trier, kind).try_acquire().await.unwrap().is_none());
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let evalsha = stats
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok());
+        assert_eq!(evalsha, Some(1), "{kind}: {stats}");
+    }
+    let mut keys_after: Vec<String> = conn.keys("*").await.unwrap();
+    keys_before.sort();
+    keys_after.sort();
+    assert_eq!(keys_after, keys_before, "a busy try left keys behind");
+    drop(held);
+}
