@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use http::request::Parts;
 use http::{Method, Response, StatusCode};
-use lock_core::{LockClient, LockError, LockName, LockRequest, OnLost};
+use lock_core::{LockClient, LockError, LockMode, LockName, LockRequest, OnLost};
 
 use crate::key::{KeyError, KeySpec};
 use crate::response::{into_response, CustomBody, Rejection, ResponseBody};
@@ -39,6 +39,17 @@ pub(crate) enum Hold {
     ReadWriteByMethod,
     /// One of `permits` permits of the name's semaphore; a full one is answered `full`.
     Permit { permits: u32, full: StatusCode },
+}
+
+impl Hold {
+    /// The kinds of hold its requests take.
+    pub(crate) fn modes(&self) -> &'static [LockMode] {
+        match self {
+            Self::Exclusive => &[LockMode::Exclusive],
+            Self::ReadWriteByMethod => &[LockMode::Read, LockMode::Write],
+            Self::Permit { .. } => &[LockMode::Permit],
+        }
+    }
 }
 
 /// A custom rejection answer, its body boxed.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lock_core::{LockClientBuilder, TemplateError};
+use lock_core::{LockClientBuilder, LockMode, TemplateError};
 
 /// Why a layer could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -100,5 +100,13 @@ pub enum BuildError {
     Lease {
         /// The lease given.
         lease: Duration,
+    },
+    /// The layer takes a kind of hold its client cannot take (read-write locks and
+    /// semaphores on a Redlock client): refused here rather than answered 500 on every
+    /// request. See [`LockClient::supports`](lock_core::LockClient::supports).
+    #[error("this client cannot take {mode} holds (under Redlock only exclusive locks can be voted on node by node): give the layer a single-server, Cluster or Sentinel client")]
+    Unsupported {
+        /// The kind of hold the client cannot take.
+        mode: LockMode,
     },
 }

@@ -362,7 +362,9 @@ impl LockLayerBuilder {
     /// [`BuildError`] for a missing or invalid key template, a placeholder without a type
     /// or with an unknown one, a bad route, a path placeholder (`<id:u64>`,
     /// `<path.id:u64>`) a route lacks or that nothing could fill, a
-    /// [`parse_as`](Self::parse_as) without its placeholder, or a lease below the minimum.
+    /// [`parse_as`](Self::parse_as) without its placeholder, a lease below the minimum, or
+    /// [`read_write_by_method`](Self::read_write_by_method) on a client that cannot take
+    /// read-write locks (Redlock).
     pub fn build(self) -> Result<DistributedLockLayer, BuildError> {
         let (key, default_family) = match self.key.ok_or(BuildError::NoKey)? {
             Key::Template(text) => (KeySpec::template(&text, self.parse_as)?, Cow::Owned(text)),
@@ -378,6 +380,14 @@ impl LockLayerBuilder {
         };
         if let Some(lease) = self.lease.filter(|l| *l < LockClientBuilder::MIN_LEASE) {
             return Err(BuildError::Lease { lease });
+        }
+        if let Some(&mode) = self
+            .hold
+            .modes()
+            .iter()
+            .find(|m| !self.client.supports(**m))
+        {
+            return Err(BuildError::Unsupported { mode });
         }
         let routes = if self.routes.is_empty() {
             check_path_source(&key, &default_family)?;

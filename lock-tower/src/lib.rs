@@ -249,7 +249,7 @@
 //! | a path placeholder the route lacks (a misconfiguration, logged at `error`) | `400 Bad Request` | `INVALID_ARGUMENT` |
 //! | Redis unavailable ([fail closed](OutagePolicy::FailClosed), the default) | `503 Service Unavailable` + `Retry-After: 5` | `UNAVAILABLE` |
 //! | lock lost mid-request ([`OnLost::Abort`], the default) | `503 Service Unavailable` | `ABORTED` |
-//! | a hold the client's topology refuses (a read-write or semaphore layer on a Redlock client), or another misconfiguration | `500 Internal Server Error` | `INTERNAL` |
+//! | a request Redis refuses for good (a misconfiguration; a read-write or semaphore layer on a Redlock client is refused when it is built: `BuildError::Unsupported`) | `500 Internal Server Error` | `INTERNAL` |
 //!
 //! The bodies are generic: they name the key parameter at fault or the lock's
 //! [family](LockLayerBuilder::family) (``lock `item_<id>` is busy``), never who holds the lock

@@ -214,6 +214,38 @@ mod tests {
         assert!(matches!(err, crate::BuildError::Route { .. }), "{err}");
     }
 
+    /// A layer whose kind its client cannot take is refused when built, not answered 500 on
+    /// every request: read-write and semaphore layers on a Redlock client.
+    #[tokio::test]
+    async fn kinds_the_client_cannot_take_are_refused_when_built() {
+        let redlock = || {
+            let nodes = (1..=3).map(|p| format!("redis://127.0.0.1:{p}"));
+            lock_core::LockClient::redlock(nodes)
+                .build()
+                .expect("lazy client")
+        };
+        let rw = DistributedLockLayer::builder(redlock())
+            .key("k")
+            .read_write_by_method()
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(rw, crate::BuildError::Unsupported { mode } if mode == lock_core::LockMode::Read),
+            "{rw}"
+        );
+        let sem = DistributedSemaphoreLayer::new(redlock(), "k", 2).unwrap_err();
+        assert!(
+            matches!(sem, crate::BuildError::Unsupported { .. }),
+            "{sem}"
+        );
+        assert!(sem.to_string().contains("permit holds"), "{sem}");
+        DistributedLockLayer::new(redlock(), "k").expect("Redlock takes exclusive locks");
+        (DistributedLockLayer::builder(offline_client()).key("k"))
+            .read_write_by_method()
+            .build()
+            .expect("one server takes every kind");
+    }
+
     fn plan(layer: &DistributedLockLayer, uri: &str) -> Plan {
         let (mut parts, ()) = Request::post(uri).body(()).unwrap().into_parts();
         layer.config.plan(&mut parts)

@@ -11,6 +11,7 @@ use crate::error::LockError;
 use crate::lock::config::Config;
 use crate::lock::engine::Engine;
 use crate::lock::request::LockRequest;
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::kind::EXCLUSIVE;
 use crate::protocol::name::LockName;
 use crate::transport::connect::{Tls, Topology};
@@ -168,6 +169,15 @@ impl LockClient {
     /// lock-tower's layer use it too, so one setting governs every wait.
     pub fn default_wait(&self) -> Option<Duration> {
         self.inner.config.wait
+    }
+
+    /// True when this client can take holds of `mode`: every kind on one server, a Cluster
+    /// or Sentinel; only [`LockMode::Exclusive`] under Redlock (a reader set or a permit
+    /// count cannot be voted on node by node: requests for them answer
+    /// [`LockError::InvalidRequest`]). Lets a layer or a service refuse a setup at start
+    /// rather than on every request.
+    pub fn supports(&self, mode: LockMode) -> bool {
+        self.inner.nodes.len() == 1 || mode.kind().redlock
     }
 
     /// The UUID that starts this client's Redis owner ids.

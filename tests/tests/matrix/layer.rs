@@ -77,8 +77,9 @@ impl Plan {
     }
 }
 
-/// The gated route behind the kind's layer, and the name the layer locks.
-fn app(cell: &Cell, gate: Gate) -> (Router, String) {
+/// The gated route behind the kind's layer, and the name the layer locks; or the layer's
+/// refusal to be built for this client.
+fn app(cell: &Cell, gate: Gate) -> Result<(Router, String), Refusal> {
     let router = Router::new()
         .route("/r", get(gated).post(gated))
         .with_state(gate);
@@ -92,13 +93,13 @@ fn app(cell: &Cell, gate: Gate) -> (Router, String) {
         } else {
             builder
         };
-        builder.build().expect("a valid layer")
+        builder.build().map_err(Refusal::Build)
     };
-    match cell.kind() {
-        Kind::Lock => (router.route_layer(lock(false)), name.to_owned()),
-        Kind::Read | Kind::Write => (router.route_layer(lock(true)), name.to_owned()),
+    Ok(match cell.kind() {
+        Kind::Lock => (router.route_layer(lock(false)?), name.to_owned()),
+        Kind::Read | Kind::Write => (router.route_layer(lock(true)?), name.to_owned()),
         Kind::Semaphore => {
-            let layer = DistributedSemaphoreLayer::new(client, name, 1).expect("a valid layer");
+            let layer = DistributedSemaphoreLayer::new(client, name, 1).map_err(Refusal::Build)?;
             (router.route_layer(layer), name.to_owned())
         }
         // The in-flight lock is `<namespace>:<key>`.
@@ -107,7 +108,7 @@ fn app(cell: &Cell, gate: Gate) -> (Router, String) {
             (router.route_layer(layer), format!("{name}:{KEY}"))
         }
         other => panic!("{other:?} has no layer: the table lists this cell as not applicable"),
-    }
+    })
 }
 
 fn request(method: Method) -> Request<Body> {
@@ -128,7 +129,7 @@ pub(crate) async fn layer_form(cell: &Cell) -> Result<(), Refusal> {
         entered: entered_tx,
         open: open_rx,
     };
-    let (app, lock) = app(cell, gate);
+    let (app, lock) = app(cell, gate)?;
     let names = [lock];
     let mut first = tokio::spawn(app.clone().oneshot(request(plan.first.clone())));
     // The handler runs, or the layer answers the request itself.

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use lock_core::{IdempotencyError, LockError};
+use lock_tower::BuildError;
 
 use crate::kind::Kind;
 use crate::Opt;
@@ -14,6 +15,8 @@ pub(crate) enum Refusal {
     Idempotency(IdempotencyError),
     /// A layer answered the first request itself, with this HTTP status.
     Status(u16),
+    /// A layer refused to be built for the cell's client.
+    Build(BuildError),
 }
 
 impl From<LockError> for Refusal {
@@ -37,6 +40,7 @@ impl fmt::Display for Refusal {
             Self::Lock(e) => write!(f, "{e}"),
             Self::Idempotency(e) => write!(f, "{e}"),
             Self::Status(status) => write!(f, "the layer answered {status}"),
+            Self::Build(e) => write!(f, "the layer was not built: {e}"),
         }
     }
 }
@@ -47,7 +51,7 @@ impl Refusal {
         match self {
             Self::Lock(e) => e.is_lost(),
             Self::Idempotency(e) => matches!(e, IdempotencyError::Lost { .. }),
-            Self::Status(_) => false,
+            Self::Status(_) | Self::Build(_) => false,
         }
     }
 }
@@ -55,9 +59,10 @@ impl Refusal {
 /// True when `refusal` is the typed answer the docs list for this combination: what needs
 /// one Redis is refused under Redlock (SAFETY.md's table: read-write locks and semaphores
 /// `InvalidRequest`; `Election`'s docs: `InvalidRequest`; `Idempotency::begin`:
-/// `IdempotencyError::Redlock`), a layer answers that refusal `500` (lock-tower's
-/// `RejectionKind::Internal`, and its idempotency table), and `min_replicas` does not apply
-/// to Redlock (`InvalidConfig`).
+/// `IdempotencyError::Redlock`), a lock or semaphore layer for such a kind is not built
+/// (`BuildError::Unsupported`), the idempotency layer answers that refusal `500` (its
+/// table in lock-tower's docs), and `min_replicas` does not apply to Redlock
+/// (`InvalidConfig`).
 pub(crate) fn documented(topology: &str, kind: Kind, opt: Opt, refusal: &Refusal) -> bool {
     let refused = topology == "redlock" && kind.needs_one_redis();
     match refusal {
@@ -68,7 +73,10 @@ pub(crate) fn documented(topology: &str, kind: Kind, opt: Opt, refusal: &Refusal
         Refusal::Idempotency(IdempotencyError::Redlock { .. }) => {
             refused && kind == Kind::Idempotency
         }
-        Refusal::Status(500) => refused && opt == Opt::Layer,
+        Refusal::Build(BuildError::Unsupported { .. }) => {
+            refused && opt == Opt::Layer && kind != Kind::Idempotency
+        }
+        Refusal::Status(500) => refused && opt == Opt::Layer && kind == Kind::Idempotency,
         _ => false,
     }
 }
