@@ -96,8 +96,8 @@ fn keys(records: &[Record]) -> BTreeMap<String, Key> {
     let mut keys: BTreeMap<String, Key> = BTreeMap::new();
     for r in records {
         if let Event::Invoke { kind, names } = &r.ev {
-            if kind == "http" || kind == "http_effect" {
-                ops.insert(r.op, (names[0].clone(), r.t, kind == "http_effect"));
+            if kind == "http" || kind == "http_run" {
+                ops.insert(r.op, (names[0].clone(), r.t, kind == "http_run"));
             }
         }
         let Some((name, invoked, is_run)) = ops.get(&r.op) else {
@@ -331,7 +331,7 @@ mod tests {
         /// accepted.
         fn run(&mut self, op: u64, request: u64, t: u64, writes: bool) -> &mut Self {
             let names = vec![self.key.clone()];
-            let kind = "http_effect".to_owned();
+            let kind = "http_run".to_owned();
             self.at(t, 2, op, Event::Invoke { kind, names });
             let token = op;
             self.at(t, 2, op, Event::HttpRun { request, token });

@@ -105,6 +105,7 @@ impl Drop for RunRecord {
     }
 }
 
+/// One run of the handler: an operation of kind `http_run` in the serving process's history.
 async fn effect(
     State(handler): State<Handler>,
     lock: Option<Extension<LockInfo>>,
@@ -115,7 +116,7 @@ async fn effect(
     let token = lock.map_or(0, |Extension(info)| info.fencing_token());
     let op = ctx.next_op();
     let history = &ctx.history;
-    let kind = "http_effect".to_owned();
+    let kind = "http_run".to_owned();
     let names = vec![key.clone()];
     history.log(op, Event::Invoke { kind, names });
     let request = header(&headers, OP_HEADER).unwrap_or(0);
