@@ -67,8 +67,8 @@ fi
 # The fault harness (tests/verify, `distlock-verify`): seeded runs with clients in several
 # processes, a nemesis and history checkers, on one server and on a Cluster (and on one
 # Valkey server), then its two negative controls (no token check under client pauses; locks
-# skipped — jobs, elections and idempotency keys too), which pass only when the checkers
-# report violations. A failing run prints the history around each violation and the command
+# skipped — jobs, elections and idempotency keys too, and the HTTP servers without their
+# idempotency layer), which pass only when the checkers report violations. A failing run prints the history around each violation and the command
 # that replays its seed. The runs go side by side (each mostly waits on its nemesis and is
 # bounded by its own --secs); their reports are printed one after another.
 # A fixed seed by default, so that CI replays one schedule; set DISTLOCK_VERIFY_SEED to explore.

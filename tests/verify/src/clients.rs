@@ -10,6 +10,7 @@ use tokio::process::{Child, Command};
 
 use crate::args::{Control, Topology};
 use crate::history::{Event, HistoryWriter};
+use crate::http::ports::Ports;
 
 /// How a client process is started.
 #[derive(Debug, Clone)]
@@ -59,20 +60,23 @@ impl ClientProc {
 pub struct Clients {
     launch: Launch,
     history: HistoryWriter,
+    ports: Ports,
     next_proc: u32,
     /// The live processes.
     pub live: Vec<ClientProc>,
 }
 
 impl Clients {
-    /// Starts `count` processes.
+    /// Starts `count` processes, with the ports directory their HTTP servers publish in.
     ///
     /// # Errors
     /// When a process cannot be spawned.
     pub fn start(launch: Launch, history: HistoryWriter, count: u32) -> std::io::Result<Self> {
+        let ports = Ports::create(launch.dir.join("ports"))?;
         let mut clients = Self {
             launch,
             history,
+            ports,
             next_proc: 1,
             live: Vec::new(),
         };
@@ -108,6 +112,7 @@ impl Clients {
                 &(l.seed.wrapping_mul(1_000_003) ^ u64::from(proc)).to_string(),
             ])
             .args(["--tasks", &l.tasks.to_string()])
+            .args(["--ports", &self.ports.dir().display().to_string()])
             .args(["--limit", &l.limit.as_secs().to_string()]);
         if let Some(control) = l.control {
             cmd.args(["--control", &control.to_string()]);
@@ -128,13 +133,15 @@ impl Clients {
         Ok(())
     }
 
-    /// SIGKILLs the live process at `index` and starts a replacement.
+    /// SIGKILLs the live process at `index` (withdrawing its port) and starts a replacement
+    /// (which publishes a new one).
     ///
     /// # Errors
     /// When the replacement cannot be spawned.
     pub async fn kill_and_replace(&mut self, index: usize) -> std::io::Result<()> {
         let mut victim = self.live.remove(index);
         victim.signal(Signal::SIGKILL);
+        self.ports.remove(victim.proc);
         self.history
             .log(u64::from(victim.proc), Event::ClientKilled);
         let _ = victim.child.wait().await;

@@ -166,7 +166,8 @@ async fn wait_keys_gone(servers: &Servers) -> Vec<String> {
 }
 
 /// The lock registers, and every other register the history shows an access to (jobs,
-/// elections, idempotency keys: their names depend on the run).
+/// elections, idempotency keys over the core API and over HTTP: their names depend on the
+/// run).
 fn registers_written(records: &[history::Record]) -> BTreeSet<String> {
     let mut names: BTreeSet<String> = register_names().into_iter().map(String::from).collect();
     names.extend(records.iter().filter_map(|r| match &r.ev {
@@ -201,8 +202,10 @@ pub fn check_all(
         dumps,
         &ix.shared_windows,
     ));
+    violations.extend(check::http::check(records, dumps, &ix));
     Report {
         ops: report::op_counts(&ix),
+        http: report::http_counts(records),
         linearizability_checked: found.checked,
         linearizability_unchecked: found.unchecked,
         unsafe_windows: ix.unsafe_windows.len(),

@@ -134,6 +134,28 @@ pub enum Event {
         /// How it ended.
         outcome: Outcome,
     },
+    /// An HTTP request with an idempotency key went to client process `server`'s server.
+    HttpSent {
+        /// The process whose server it went to.
+        server: u32,
+    },
+    /// The answer to an HTTP request with an idempotency key.
+    HttpAnswer {
+        /// The status.
+        status: u16,
+        /// Whether the layer marked it a replay of a stored response.
+        replayed: bool,
+        /// The body (the handler's names the effect and the run; the layer's is its text).
+        body: String,
+    },
+    /// The HTTP handler began under its key's in-flight hold (logged by the serving process,
+    /// under the handler's own op id).
+    HttpRun {
+        /// The op id of the request it serves (the sender's).
+        request: u64,
+        /// The in-flight hold's fencing token (0: no hold, the `nolock` control).
+        token: u64,
+    },
     /// A fault started (controller).
     FaultStart {
         /// What it is.

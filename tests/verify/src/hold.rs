@@ -164,33 +164,79 @@ pub async fn read_modify_write(
     token: u64,
     think: Duration,
 ) {
-    let register = |write, sent, digest, outcome| Event::Register {
+    let Ok(value) = fenced_read(history, registers, op, name, token).await else {
+        return;
+    };
+    tokio::time::sleep(think).await;
+    fenced_write(history, registers, op, name, token, &appended(&value, op)).await;
+}
+
+fn register_event(
+    name: &str,
+    token: u64,
+    write: bool,
+    sent: u64,
+    digest: u64,
+    outcome: Outcome,
+) -> Event {
+    Event::Register {
         name: name.to_owned(),
         token,
         write,
         sent,
         digest,
         outcome,
-    };
+    }
+}
+
+/// Reads register `name` with `token` and records the access: the value, or how the
+/// access failed (`Fail`: the token was stale; `Info`: the resource did not answer).
+pub async fn fenced_read(
+    history: &HistoryWriter,
+    registers: &mut Registers,
+    op: u64,
+    name: &str,
+    token: u64,
+) -> Result<String, Outcome> {
     let sent = monotonic_ns();
-    let value = match registers.read(name, op, token).await {
+    let (value, digest, outcome) = match registers.read(name, op, token).await {
         Ok(Ok(value)) => {
-            history.log(op, register(false, sent, digest(&value), Outcome::Ok));
-            value
+            let d = digest(&value);
+            (Ok(value), d, Outcome::Ok)
         }
         Ok(Err(highest)) => {
             let stale = Outcome::Fail(format!("stale, highest {highest}"));
-            return history.log(op, register(false, sent, 0, stale));
+            (Err(stale.clone()), 0, stale)
         }
-        Err(e) => return history.log(op, register(false, sent, 0, Outcome::Info(e.to_string()))),
+        Err(e) => {
+            let unknown = Outcome::Info(e.to_string());
+            (Err(unknown.clone()), 0, unknown)
+        }
     };
-    tokio::time::sleep(think).await;
-    let new = appended(&value, op);
+    history.log(
+        op,
+        register_event(name, token, false, sent, digest, outcome),
+    );
+    value
+}
+
+/// Writes `new` to register `name` with `token` and records the access; returns how it
+/// ended.
+pub async fn fenced_write(
+    history: &HistoryWriter,
+    registers: &mut Registers,
+    op: u64,
+    name: &str,
+    token: u64,
+    new: &str,
+) -> Outcome {
     let sent = monotonic_ns();
-    let outcome = match registers.write(name, op, token, &new).await {
+    let outcome = match registers.write(name, op, token, new).await {
         Ok(Ok(_)) => Outcome::Ok,
         Ok(Err(highest)) => Outcome::Fail(format!("stale, highest {highest}")),
         Err(e) => Outcome::Info(e.to_string()),
     };
-    history.log(op, register(true, sent, digest(&new), outcome));
+    let event = register_event(name, token, true, sent, digest(new), outcome.clone());
+    history.log(op, event);
+    outcome
 }

@@ -13,7 +13,8 @@
 //!
 //! * [`args`]: the command line; [`controller`]: one run; [`topology`]: the lock servers;
 //!   [`clients`]: the client processes; [`workload`], [`hold`]: what a client does, with
-//!   [`jobs`], [`election`] and [`idempotency`] beside the locks;
+//!   [`jobs`], [`election`] and [`idempotency`] beside the locks, and [`http`]: each
+//!   process's idempotency layer over HTTP and the gateways that retry requests across them;
 //!   [`register`]: the fenced resource; [`nemesis`]: the faults; [`history`]: the events;
 //!   [`check`]: the checkers; [`report`]: what is printed.
 #![deny(missing_docs)]
@@ -26,6 +27,7 @@ pub mod controller;
 pub mod election;
 pub mod history;
 pub mod hold;
+pub mod http;
 pub mod idempotency;
 pub mod jobs;
 pub mod nemesis;

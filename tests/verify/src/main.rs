@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use distlock_verify::args::{Args, Control, Topology, USAGE};
 use distlock_verify::history::HistoryWriter;
+use distlock_verify::http::ports::Ports;
 use distlock_verify::register::Registers;
 use distlock_verify::workload::{self, ClientConfig};
 use distlock_verify::{controller, topology};
@@ -64,6 +65,7 @@ async fn client(args: &Args) -> Result<(), String> {
         tasks: args.or("tasks", 4)?,
         control,
         family: topology != Topology::Redlock,
+        ports: args.path("ports").map(Ports::new),
     };
     // The controller closes stdin to stop the client.
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -9,11 +9,11 @@ use serde::Serialize;
 
 use crate::args::{Control, Topology};
 use crate::check::{Indexed, Violation};
-use crate::history::{Outcome, Record};
+use crate::history::{Event, Outcome, Record};
 use crate::nemesis::Counts;
 
 /// Every checker, in report order.
-pub const CHECKERS: [&str; 7] = [
+pub const CHECKERS: [&str; 8] = [
     "registers",
     "exclusion",
     "honesty",
@@ -21,6 +21,7 @@ pub const CHECKERS: [&str; 7] = [
     "leader",
     "jobs",
     "idempotency",
+    "http",
 ];
 /// Violations shown in full per checker.
 const SHOWN: usize = 3;
@@ -40,6 +41,8 @@ pub struct Report {
     pub control: Option<Control>,
     /// Operations by kind, then outcome.
     pub ops: BTreeMap<String, BTreeMap<String, u64>>,
+    /// HTTP requests by outcome (see [`http_counts`]).
+    pub http: BTreeMap<String, u64>,
     /// Faults by type.
     pub faults: Counts,
     /// Register accesses the linearizability search covered.
@@ -64,6 +67,7 @@ impl Default for Report {
             seed: 0,
             control: None,
             ops: BTreeMap::new(),
+            http: BTreeMap::new(),
             faults: Counts::new(),
             linearizability_checked: 0,
             linearizability_unchecked: 0,
@@ -86,7 +90,7 @@ impl Report {
 
     /// A run passes with no violation; a negative control passes when the checkers it
     /// targets fired (unfenced: the registers; nolock: registers, exclusion, honesty and
-    /// jobs, and with one Redis leader and idempotency).
+    /// jobs, and with one Redis leader, idempotency and http).
     pub fn passed(&self) -> bool {
         let counts = self.counts();
         match self.control {
@@ -98,7 +102,8 @@ impl Report {
                     && counts["exclusion"] > 0
                     && counts["honesty"] > 0
                     && counts["jobs"] > 0
-                    && (!one_redis || counts["leader"] > 0 && counts["idempotency"] > 0)
+                    && (!one_redis
+                        || counts["leader"] > 0 && counts["idempotency"] > 0 && counts["http"] > 0)
             }
         }
     }
@@ -123,6 +128,41 @@ pub fn op_counts(ix: &Indexed) -> BTreeMap<String, BTreeMap<String, u64>> {
     out
 }
 
+/// HTTP requests by outcome: the status (`201`, `201 replayed`, `409`, `503 <text>`, …) of
+/// an answered one; `refused`, `timeout`, `cut` of one without an answer; `no answer` when
+/// the sending process died first.
+pub fn http_counts(records: &[Record]) -> BTreeMap<String, u64> {
+    let mut outcome: BTreeMap<u64, String> = BTreeMap::new();
+    for r in records {
+        let text = match &r.ev {
+            Event::Invoke { kind, .. } if kind == "http" => "no answer".to_owned(),
+            Event::HttpAnswer {
+                status,
+                replayed: true,
+                ..
+            } => format!("{status} replayed"),
+            Event::HttpAnswer {
+                status: 503, body, ..
+            } => format!("503 {}", body.trim_end()),
+            Event::HttpAnswer { status, .. } => status.to_string(),
+            Event::Complete {
+                outcome: Outcome::Fail(why) | Outcome::Info(why),
+            } if outcome.get(&r.op).is_some_and(|o| o == "no answer") => why.clone(),
+            _ => continue,
+        };
+        if let Some(entry) = outcome.get_mut(&r.op) {
+            *entry = text;
+        } else if text == "no answer" {
+            outcome.insert(r.op, text);
+        }
+    }
+    let mut counts = BTreeMap::new();
+    for text in outcome.into_values() {
+        *counts.entry(text).or_default() += 1;
+    }
+    counts
+}
+
 #[derive(Serialize)]
 struct Summary<'a> {
     topology: String,
@@ -132,6 +172,7 @@ struct Summary<'a> {
     elapsed_secs: u64,
     ops_total: u64,
     ops: &'a BTreeMap<String, BTreeMap<String, u64>>,
+    http: &'a BTreeMap<String, u64>,
     faults: &'a Counts,
     violations: BTreeMap<&'static str, usize>,
     linearizability_checked: usize,
@@ -150,6 +191,7 @@ pub fn print(report: &Report, records: &[Record], replay: &str, dir: &Path) {
         elapsed_secs: report.elapsed.as_secs(),
         ops_total: total,
         ops: &report.ops,
+        http: &report.http,
         faults: &report.faults,
         violations: report.counts(),
         linearizability_checked: report.linearizability_checked,
@@ -162,6 +204,15 @@ pub fn print(report: &Report, records: &[Record], replay: &str, dir: &Path) {
     for (kind, outcomes) in &report.ops {
         let list: Vec<String> = outcomes.iter().map(|(o, n)| format!("{o}={n}")).collect();
         println!("  {kind:<14} {}", list.join(" "));
+    }
+    if !report.http.is_empty() {
+        let total: u64 = report.http.values().sum();
+        let list: Vec<String> = report
+            .http
+            .iter()
+            .map(|(o, n)| format!("{o}={n}"))
+            .collect();
+        println!("verify: {total} HTTP requests: {}", list.join(" "));
     }
     let faults: Vec<String> = report
         .faults

@@ -1,7 +1,8 @@
 //! The client sub-mode: several tasks in one process, each drawing operations from its own
 //! seeded generator and recording them, beside a job scheduler ([`jobs`]) and a task for
-//! elections ([`election`]) and idempotency keys ([`idempotency`]). Only lock-core's public
-//! API is used.
+//! elections ([`election`]) and idempotency keys ([`idempotency`]), and with one Redis an
+//! HTTP server behind lock-tower's idempotency layer with gateway tasks sending to every
+//! process's server ([`http`](crate::http)). Only the libraries' public APIs are used.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use lock_core::{current_lock, scope, LockClient, LockGuard, LockMode, OnLost};
 use crate::args::Control;
 use crate::history::{Event, HistoryWriter, Mode, Outcome};
 use crate::hold::{self, error_outcome, NoGuard, Plan};
+use crate::http::{self, ports::Ports};
 use crate::register::Registers;
 use crate::{election, idempotency, jobs};
 
@@ -43,7 +45,12 @@ pub struct ClientConfig {
     pub control: Option<Control>,
     /// Whether read-write locks and semaphores are available (not under Redlock).
     pub family: bool,
+    /// Where the processes publish their HTTP servers' ports; none: no HTTP.
+    pub ports: Option<Ports>,
 }
+
+/// Gateway tasks per process (each sends one key's requests at a time).
+pub const GATEWAYS: u32 = 2;
 
 /// What every task of a client process shares.
 pub(crate) struct Ctx {
@@ -98,6 +105,16 @@ pub async fn run(
     if ctx.config.family {
         tasks.spawn(extras_loop(ctx.clone(), registers.clone()));
     }
+    // With one Redis (the layer refuses Redlock), the HTTP server and its gateways.
+    let ports = ctx.config.ports.clone().filter(|_| ctx.config.family);
+    if let Some(ports) = &ports {
+        if let Err(e) = http::server::start(ctx.clone(), registers.clone(), ports).await {
+            eprintln!("verify: client {}: no HTTP server: {e}", ctx.config.proc);
+        }
+        for task in 0..GATEWAYS {
+            tasks.spawn(http::gateway::run(ctx.clone(), ports.clone(), task));
+        }
+    }
     tokio::select! {
         () = stop => {}
         () = tokio::time::sleep(limit) => {}
@@ -108,6 +125,10 @@ pub async fn run(
         while tasks.join_next().await.is_some() {}
     })
     .await;
+    // The server answers until the process exits; gateways stop picking it from here.
+    if let Some(ports) = &ports {
+        ports.remove(ctx.config.proc);
+    }
 }
 
 /// At most this many operations per task, whatever the duration.

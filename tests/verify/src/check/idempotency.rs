@@ -20,18 +20,20 @@ use crate::idempotency::RETENTION;
 /// The checker's name.
 pub const CHECKER: &str = "idempotency";
 /// Room for Redis' expiry clock against the monotonic one.
-const SLACK: u64 = 100_000_000;
+pub(crate) const SLACK: u64 = 100_000_000;
 
-/// What the history says about one request with a key.
+/// What the history says about one request with a key (also built by the HTTP checker,
+/// one per handler run).
 #[derive(Debug, Clone, Copy, Default)]
-struct Request {
-    op: u64,
-    invoked: u64,
+pub(crate) struct Request {
+    pub(crate) op: u64,
+    pub(crate) invoked: u64,
     /// When `begin` answered `Run`.
-    ran: Option<u64>,
-    /// `complete` acknowledged: (sent, acknowledged).
-    completed: Option<(u64, u64)>,
-    last: u64,
+    pub(crate) ran: Option<u64>,
+    /// `complete` acknowledged: (sent — the record's retention counts from no earlier —,
+    /// acknowledged).
+    pub(crate) completed: Option<(u64, u64)>,
+    pub(crate) last: u64,
 }
 
 /// Checks every key; `dumps` has the keys' registers, `unsafe_windows` as
@@ -71,66 +73,92 @@ pub fn check(
             _ => {}
         }
     }
-    let retention = RETENTION.as_nanos() as u64;
     let mut out = Vec::new();
     for (key, requests) in by_key {
         let accepted: HashSet<u64> = dumps
             .get(&key)
             .map(|d| d.log.iter().map(|&(_, op)| op).collect())
             .unwrap_or_default();
-        let judged = |a: &Request, b: &Request| {
-            let span = (a.invoked.min(b.invoked), a.last.max(b.last));
-            !in_windows(unsafe_windows, span)
-        };
-        let done: Vec<&Request> = requests
-            .values()
-            .filter(|r| r.completed.is_some())
-            .collect();
-        // A run after an acknowledged completion, while its record was retained.
-        let again = done.iter().find_map(|a| {
-            let (sent, acked) = a.completed?;
-            let b = requests.values().find(|b| {
-                b.op != a.op
-                    && b.invoked >= acked
-                    && b.ran.is_some_and(|ran| ran + SLACK < sent + retention)
-                    && judged(a, b)
-            })?;
-            Some((a.op, b.op))
-        });
-        if let Some((a, b)) = again {
-            let what = format!("{key}: op {b} ran after op {a} completed it");
-            out.push(violation(&requests, what, a, b));
-        }
-        // Two completed effects, the later begun while the earlier's record was retained.
-        let effects: Vec<Request> = done
-            .iter()
-            .filter(|r| accepted.contains(&r.op))
-            .map(|r| **r)
-            .collect();
-        let twice = effects.iter().enumerate().find_map(|(i, a)| {
-            let b = effects[i + 1..].iter().find(|b| {
-                let (first, second) = if a.completed <= b.completed {
-                    (a, *b)
-                } else {
-                    (*b, a)
-                };
-                let (sent, _) = first.completed.expect("completed");
-                second.ran.is_some_and(|ran| ran + SLACK < sent + retention) && judged(a, b)
-            })?;
-            Some((a.op, b.op))
-        });
-        if let Some((a, b)) = twice {
-            let what = format!("{key}: effects of op {a} and op {b} both accepted and completed");
-            out.push(violation(&requests, what, a, b));
-        }
+        out.extend(check_key(
+            CHECKER,
+            &key,
+            &requests,
+            &accepted,
+            unsafe_windows,
+        ));
     }
     out
 }
 
-fn violation(requests: &BTreeMap<u64, Request>, what: String, a: u64, b: u64) -> Violation {
+/// Both checks over one key's requests (`accepted`: the ops whose effect its register
+/// accepted); the violations are `checker`'s.
+pub(crate) fn check_key(
+    checker: &'static str,
+    key: &str,
+    requests: &BTreeMap<u64, Request>,
+    accepted: &HashSet<u64>,
+    unsafe_windows: &[Window],
+) -> Vec<Violation> {
+    let retention = RETENTION.as_nanos() as u64;
+    let mut out = Vec::new();
+    let judged = |a: &Request, b: &Request| {
+        let span = (a.invoked.min(b.invoked), a.last.max(b.last));
+        !in_windows(unsafe_windows, span)
+    };
+    let done: Vec<&Request> = requests
+        .values()
+        .filter(|r| r.completed.is_some())
+        .collect();
+    // A run after an acknowledged completion, while its record was retained.
+    let again = done.iter().find_map(|a| {
+        let (sent, acked) = a.completed?;
+        let b = requests.values().find(|b| {
+            b.op != a.op
+                && b.invoked >= acked
+                && b.ran.is_some_and(|ran| ran + SLACK < sent + retention)
+                && judged(a, b)
+        })?;
+        Some((a.op, b.op))
+    });
+    if let Some((a, b)) = again {
+        let what = format!("{key}: op {b} ran after op {a} completed it");
+        out.push(violation(checker, requests, what, a, b));
+    }
+    // Two completed effects, the later begun while the earlier's record was retained.
+    let effects: Vec<Request> = done
+        .iter()
+        .filter(|r| accepted.contains(&r.op))
+        .map(|r| **r)
+        .collect();
+    let twice = effects.iter().enumerate().find_map(|(i, a)| {
+        let b = effects[i + 1..].iter().find(|b| {
+            let (first, second) = if a.completed <= b.completed {
+                (a, *b)
+            } else {
+                (*b, a)
+            };
+            let (sent, _) = first.completed.expect("completed");
+            second.ran.is_some_and(|ran| ran + SLACK < sent + retention) && judged(a, b)
+        })?;
+        Some((a.op, b.op))
+    });
+    if let Some((a, b)) = twice {
+        let what = format!("{key}: effects of op {a} and op {b} both accepted and completed");
+        out.push(violation(checker, requests, what, a, b));
+    }
+    out
+}
+
+fn violation(
+    checker: &'static str,
+    requests: &BTreeMap<u64, Request>,
+    what: String,
+    a: u64,
+    b: u64,
+) -> Violation {
     let (ra, rb) = (requests[&a], requests[&b]);
     Violation {
-        checker: CHECKER,
+        checker,
         what,
         ops: vec![a, b],
         span: (ra.invoked.min(rb.invoked), ra.last.max(rb.last)),

@@ -10,8 +10,12 @@
 //! * [`leader`] (e): one leader at a time per election, and overlapping terms told;
 //! * [`jobs`] (f): each scheduled fire runs at most once while `hold_at_least` covers the
 //!   skew;
-//! * [`idempotency`] (g): each idempotency key's effect completed at most once.
+//! * [`idempotency`] (g): each idempotency key's effect completed at most once;
+//! * [`http`] (h): the idempotency layer over HTTP — one effect per key, every `2xx` naming
+//!   it, one stored response replayed, no run after a completion within the retention, and
+//!   no status but the documented ones.
 
+pub mod http;
 pub mod idempotency;
 pub mod jobs;
 pub mod leader;
@@ -87,6 +91,8 @@ pub struct Indexed {
     pub shared_windows: Vec<Window>,
     /// Split-brain windows (widened too): honesty is not promised there.
     pub split_windows: Vec<Window>,
+    /// Every fault of the controller, safe or not (widened too).
+    pub fault_windows: Vec<Window>,
     /// When the nemesis stopped.
     pub nemesis_end: Option<u64>,
     /// Client processes: number → (start, killed at).
@@ -114,6 +120,9 @@ pub fn index(records: &[Record], margin: u64) -> Indexed {
                 }
                 Event::FaultEnd { .. } => {
                     if let Some((start, unsafe_, split)) = open.remove(&(r.p, r.op)) {
+                        if r.p == 0 {
+                            ix.fault_windows.push((start, r.t + margin));
+                        }
                         if unsafe_ {
                             ix.unsafe_windows.push((start, r.t + margin));
                             if r.p == 0 {
@@ -169,6 +178,9 @@ pub fn index(records: &[Record], margin: u64) -> Indexed {
     }
     // A fault still open at the end (the run stopped in it) is unsafe to its end.
     for ((p, _), (start, unsafe_, split)) in open {
+        if p == 0 {
+            ix.fault_windows.push((start, u64::MAX));
+        }
         if unsafe_ {
             ix.unsafe_windows.push((start, u64::MAX));
             if p == 0 {
@@ -234,5 +246,6 @@ mod tests {
         let ix = index(&records, 5);
         assert_eq!(ix.unsafe_windows, vec![(10, 25), (30, 45)]);
         assert_eq!(ix.shared_windows, vec![(10, 25)]);
+        assert_eq!(ix.fault_windows, vec![(10, 25)]);
     }
 }
