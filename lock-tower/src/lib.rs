@@ -284,10 +284,13 @@
 //!   response is handed on, so a client that sends its next request at once does not find
 //!   its own lock. The response therefore waits for the release's Redis round trip, but at
 //!   most 500 ms (not the client's
-//!   [command timeout](lock_core::LockClientBuilder::command_timeout)), and not at all while
-//!   the client finds Redis unreachable ([`LockClient::is_reachable`](lock_core::LockClient::is_reachable)):
-//!   the release then goes on in the background, and a release that fails is logged (the
-//!   lock then ends with its lease).
+//!   [command timeout](lock_core::LockClientBuilder::command_timeout)) — with
+//!   [`OnLost::Continue`] not at all while the client finds Redis unreachable
+//!   ([`LockClient::is_reachable`](lock_core::LockClient::is_reachable)); with
+//!   [`OnLost::Abort`] (the default) the release is tried even then, since it is the last
+//!   check that the hold lasted: a `NotHeld` answer turns the response into `503`. A release
+//!   not answered in time goes on in the background, and one that fails is logged (the lock
+//!   then ends with its lease).
 //! - A [forced release](lock_core::LockClient::force_release) by an operator reaches the
 //!   holder's client at once: with [`OnLost::Abort`] the inner future is dropped within
 //!   milliseconds and the request answered `503` / `ABORTED`.

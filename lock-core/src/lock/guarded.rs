@@ -61,9 +61,11 @@ pin_project! {
     /// request at once does not find its own lock. Any other failed release after the work
     /// completed is logged, not returned: the work is done and its output is more useful to
     /// the caller. The release
-    /// is awaited 500 ms at most, and not at all while the client's last calls did not
-    /// reach Redis: a Redis that just died does not hold every caller for the command
-    /// timeout (the release finishes in the background, or the lease ends the hold).
+    /// is awaited 500 ms at most — and with [`OnLost::Continue`] not at all while the
+    /// client's last calls did not reach Redis: a Redis that just died does not hold every
+    /// caller for the command timeout (the release finishes in the background, or the lease
+    /// ends the hold). A release not answered within the bound confirms nothing: the output
+    /// is returned and the release's outcome logged.
     ///
     /// # Cancel safety
     /// Dropping it drops the work and the guard, which releases the hold in the background.
@@ -137,7 +139,12 @@ impl<G: Guarded, F: Future> Future for GuardedRun<G, F> {
                     else {
                         unreachable!()
                     };
-                    if !guard.reachable() {
+                    // Without `Abort` the release has nothing to tell the caller: skipped
+                    // while Redis seems down. With it, the release is the last check that
+                    // the hold lasted, and a client's view of an outage can be stale (Redis
+                    // back, empty, and the lock another's: found by distlock-verify's
+                    // honesty checker), so it is tried, within the bound.
+                    if !abort && !guard.reachable() {
                         // Dropped, the guard releases in the background.
                         drop(guard);
                         return Poll::Ready(Ok(output));

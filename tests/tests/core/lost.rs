@@ -104,3 +104,47 @@ async fn run_reports_a_loss_found_only_at_the_release() {
     let result = locks.lock("taken_away").on_lost(on_lost).run(work).await;
     assert_eq!(result.unwrap(), 42);
 }
+
+/// `run` with `OnLost::Abort` still checks the hold at the release when the client last saw
+/// Redis unreachable: Redis came back empty and the lock is another's, so the answer is
+/// `Lost`, not `Ok` with the release skipped (found by distlock-verify's honesty checker in
+/// a 20-minute run: a restart with its data gone, then a release 47 ms after Redis was back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_checks_the_hold_after_an_outage_the_client_saw() {
+    let mut server = RedisServer::start();
+    // A lease no renewal comes within: only the release can tell.
+    let lease = Duration::from_secs(30);
+    let locks = builder(&server.url())
+        .lease(lease)
+        .command_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let (started, mut started_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let (finish, finish_rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            let work = async move {
+                started.send(()).await.unwrap();
+                finish_rx.await.unwrap();
+                42
+            };
+            locks.lock("restarted").run(work).await
+        }
+    });
+    started_rx.recv().await.expect("the work runs");
+    // The holder's client sees the outage...
+    tokio::task::block_in_place(|| server.kill());
+    let err = locks.lock("probe").wait(Duration::ZERO).await.unwrap_err();
+    assert!(err.is_unavailable(), "{err}");
+    assert!(!locks.is_reachable());
+    // ...Redis comes back with its data gone, and another client takes the lock.
+    tokio::task::block_in_place(|| server.restart());
+    let other = builder(&server.url()).build().unwrap();
+    let taken = other.lock("restarted").wait(GENEROUS).await.unwrap();
+    finish.send(()).unwrap();
+    let result = run.await.unwrap();
+    assert!(matches!(&result, Err(e) if e.is_lost()), "{result:?}");
+    assert!(taken.is_held());
+}
