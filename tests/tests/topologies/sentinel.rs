@@ -166,3 +166,56 @@ async fn leaves_an_old_master_that_still_accepts_writes() {
     held.release().await.expect("released on the new master");
     assert!(!exists(&mut new_conn, &lock_key("split_held")).await);
 }
+
+/// The Sentinels flag their master down (its answers to their PINGs are refused) while it
+/// serves everything else, and no replica can replace it: the master they still name, and
+/// that says it is one, is used. The redis crate's lookup skips a master flagged
+/// `s_down`/`o_down` and finds none; after a failover the Sentinels kept such a flag for
+/// seconds while naming a working master, and every call of every client failed at once
+/// (7 s, found by a 20-minute harness run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_the_sentinels_flag_down_but_still_name_is_used() {
+    let mut set = RedisSentinels::start();
+    // No replica to promote: the master stays named.
+    tokio::task::block_in_place(|| set.servers[1].kill());
+    let master = set.servers[0].url();
+    let mut conn = redis::Client::open(master.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "default", "-ping"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut sentinels = Vec::new();
+    for url in set.sentinel_urls() {
+        let sentinel = redis::Client::open(url.as_str()).unwrap();
+        sentinels.push(sentinel.get_multiplexed_async_connection().await.unwrap());
+    }
+    wait_until("every sentinel flags the master down", GENEROUS, || {
+        let sentinels = sentinels.clone();
+        async move {
+            for mut sentinel in sentinels {
+                let info: std::collections::HashMap<String, String> = redis::cmd("SENTINEL")
+                    .arg(&["MASTER", SERVICE])
+                    .query_async(&mut sentinel)
+                    .await
+                    .unwrap_or_default();
+                if !info.get("flags").is_some_and(|f| f.contains("s_down")) {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
+    let locks = client(&set).build().unwrap();
+    let guard = locks
+        .lock("flagged")
+        .await
+        .expect("the named master is used");
+    assert!(exists(&mut conn, &lock_key("flagged")).await);
+    guard.release().await.unwrap();
+}
