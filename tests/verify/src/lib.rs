@@ -14,7 +14,8 @@
 //! * [`args`]: the command line; [`controller`]: one run; [`topology`]: the lock servers;
 //!   [`clients`]: the client processes; [`workload`], [`hold`]: what a client does, with
 //!   [`jobs`], [`election`] and [`idempotency`] beside the locks;
-//!   [`register`]: the fenced resource; [`nemesis`]: the faults; [`history`]: the events;
+//!   [`register`]: the fenced resource; [`nemesis`]: the faults (`reshard`: Cluster
+//!   resharding); [`history`]: the events;
 //!   [`check`]: the checkers; [`report`]: what is printed.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -31,5 +32,6 @@ pub mod jobs;
 pub mod nemesis;
 pub mod register;
 pub mod report;
+mod reshard;
 pub mod topology;
 pub mod workload;
