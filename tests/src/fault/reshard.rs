@@ -89,6 +89,16 @@ impl Migration {
         if keys.is_empty() {
             return Ok(0);
         }
+        self.migrate(&keys).await?;
+        Ok(keys.len())
+    }
+
+    /// Moves `keys` (of the slot) with one `MIGRATE`, whichever `GETKEYSINSLOT` would list
+    /// first: for a test that needs a given split.
+    ///
+    /// # Errors
+    /// When the source does not answer or `MIGRATE` fails.
+    pub async fn migrate(&mut self, keys: &[Vec<u8>]) -> Result<(), String> {
         let mut migrate = redis::cmd("MIGRATE");
         migrate
             .arg("127.0.0.1")
@@ -97,10 +107,10 @@ impl Migration {
             .arg(0)
             .arg(MIGRATE_TIMEOUT_MS)
             .arg("KEYS")
-            .arg(&keys);
+            .arg(keys);
         // "OK", or "NOKEY" when every key expired meanwhile.
         query::<String>(&mut self.source_conn, &migrate).await?;
-        Ok(keys.len())
+        Ok(())
     }
 
     /// Moves every key left, `batch` at a time, at most `max_steps` steps.
