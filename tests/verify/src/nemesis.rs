@@ -87,7 +87,8 @@ impl Fault {
 
     /// Whether SAFETY.md withdraws exclusion without fencing during (and a lease after)
     /// this fault: data lost on a restart, an unplanned failover, a Sentinel failover
-    /// (asynchronous replication), a Redlock node back empty.
+    /// (asynchronous replication), a Redlock node back empty. Not a reshard: no lock script
+    /// runs on a slot mid-migration.
     pub fn unsafe_for_exclusion(self, topology: Topology) -> bool {
         match self {
             Fault::RedisRestartEmpty | Fault::MasterKill => true,
