@@ -140,7 +140,21 @@ impl Engine {
             });
         }
         let fenced = self.nodes.len() > 1;
-        Ok(LockKeys::new(&self.config.key_prefix, name, kind, fenced))
+        let keys = LockKeys::new(&self.config.key_prefix, name, kind, fenced);
+        Ok(keys.sharded(self.is_sharded()))
+    }
+
+    /// The keys of the lock of `kind` whose Redis key is `lock` (as found by a scan).
+    pub(crate) fn keys_of(&self, lock: &[u8], kind: &'static Kind) -> LockKeys {
+        LockKeys::for_key(lock, kind, self.nodes.len() > 1).sharded(self.is_sharded())
+    }
+
+    /// True on a Cluster, whose slots may move between nodes.
+    fn is_sharded(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        return self.nodes[0].is_cluster();
+        #[cfg(not(feature = "cluster"))]
+        false
     }
 
     /// The connection for calls that go to one place (the server, the Cluster, or the first

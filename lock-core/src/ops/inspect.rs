@@ -149,7 +149,7 @@ pub(crate) async fn state(
     // A read-write lock or a semaphore keeps its waiters in its own queue: read it there.
     match state.mode.map(LockMode::kind) {
         Some(kind) if kind.layout.queue_prefix != keys.kind().layout.queue_prefix => {
-            let keys = LockKeys::for_key(keys.lock(), kind, client.nodes.len() > 1);
+            let keys = client.keys_of(keys.lock(), kind);
             read(client, &name, &keys).await
         }
         _ => Ok((state, is_lock)),

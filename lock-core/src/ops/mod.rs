@@ -15,7 +15,7 @@ use crate::lock::revoke;
 use crate::ops::inspect::LockState;
 use crate::ops::list::glob_escape;
 use crate::protocol::kind::{Kind, EXCLUSIVE};
-use crate::protocol::name::{decode, encode_into, LockKeys, LockName};
+use crate::protocol::name::{decode, encode_into, LockName};
 use crate::protocol::scripts;
 
 /// Locks [`LockClient::list`] reads at once.
@@ -66,11 +66,7 @@ impl LockClient {
         let mut states = stream::iter(keys)
             .map(|key| {
                 let name = LockName::from(decode(&key[prefix.len()..]));
-                inspect::state(
-                    &self.inner,
-                    name,
-                    LockKeys::for_key(&key, &EXCLUSIVE, self.inner.nodes.len() > 1),
-                )
+                inspect::state(&self.inner, name, self.inner.keys_of(&key, &EXCLUSIVE))
             })
             // In order, a bounded number in flight: a large keyspace neither floods the
             // connection nor holds every answer at once.

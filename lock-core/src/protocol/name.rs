@@ -119,6 +119,9 @@ pub(crate) struct LockKeys {
     /// Redlock only: the scripts also take the fence floor, so that a later majority's
     /// tokens are greater. One server, a Cluster or Sentinel: three keys.
     fenced: bool,
+    /// Cluster only: the scripts first check that the lock's slot is not being migrated to
+    /// another node (see `scripts/migrating.lua`).
+    sharded: bool,
 }
 
 impl LockKeys {
@@ -138,7 +141,19 @@ impl LockKeys {
             channel,
             kind,
             fenced,
+            sharded: false,
         }
+    }
+
+    /// The same keys, on a Cluster when `sharded`: their scripts check for a migration.
+    pub(crate) fn sharded(mut self, sharded: bool) -> Self {
+        self.sharded = sharded;
+        self
+    }
+
+    /// Whether the lock lives on a Cluster (its scripts check for a migration).
+    pub(crate) fn is_sharded(&self) -> bool {
+        self.sharded
     }
 
     /// The keys of the lock of `kind` whose Redis key is `lock` (as found by a scan).
@@ -148,6 +163,7 @@ impl LockKeys {
             channel,
             kind,
             fenced,
+            sharded: false,
         }
     }
 

@@ -46,6 +46,10 @@ pub(crate) use idempotent::{complete, Completed, Hold};
 
 pub(crate) const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
+/// The guard every one-lock script starts with on a Cluster, after its header: it answers
+/// `TRYAGAIN` while the lock's slot is being migrated (reads the lock's key as `key`).
+const MIGRATING: &str = include_str!("scripts/migrating.lua");
+
 /// Where a script takes the prelude: after its uncontended path.
 const PRELUDE_AT: &str = "-- @prelude\n";
 
@@ -81,13 +85,15 @@ fn header(kind: &Kind, args: &[&str]) -> String {
     )
 }
 
-/// A script's whole text: the header for `kind` and `args`, then the body with the prelude
-/// (the shared one, then the kind's) at its marker (a script without the marker needs none).
-fn assemble(body: &str, kind: &Kind, args: &[&str]) -> String {
+/// A script's whole text: the header for `kind` and `args`, on a Cluster (`sharded`) the
+/// migration guard, then the body with the prelude (the shared one, then the kind's) at its
+/// marker (a script without the marker needs none).
+fn assemble(body: &str, kind: &Kind, args: &[&str], sharded: bool) -> String {
     let prelude = format!("{PRELUDE}{}", kind.prelude);
     format!(
-        "{}{}",
+        "{}{}{}",
         header(kind, args),
+        if sharded { MIGRATING } else { "" },
         body.replacen(PRELUDE_AT, &prelude, 1)
     )
 }
@@ -133,6 +139,9 @@ impl<'a> Args<'a> {
 /// A script of one lock of one kind: its text, and the names of the arguments it reads.
 pub(crate) struct LockScript {
     script: Script,
+    /// The same behind the migration guard, for a Cluster (one server, Sentinel and Redlock
+    /// pay nothing for it).
+    sharded: Script,
     args: &'static [&'static str],
 }
 
@@ -140,7 +149,8 @@ impl LockScript {
     /// The script `body` of a lock of `kind`, reading `args` (in this order) as locals.
     pub(crate) fn new(body: &str, kind: &Kind, args: &'static [&'static str]) -> Self {
         Self {
-            script: Script::new(&assemble(body, kind, args)),
+            script: Script::new(&assemble(body, kind, args, false)),
+            sharded: Script::new(&assemble(body, kind, args, true)),
             args,
         }
     }
@@ -161,15 +171,12 @@ impl LockScript {
             "only trailing script arguments may be left out: {:?}",
             self.args
         );
+        let sharded = keys.is_sharded();
         let keys = keys.in_key_order();
         let key_bytes: usize = keys.clone().map(|(p, rest)| p.len() + rest.len()).sum();
         let arg_bytes: usize = given().map(|arg| arg.room()).sum();
-        let mut call = Call::new(
-            &self.script,
-            keys.clone().count(),
-            count,
-            key_bytes + arg_bytes,
-        );
+        let script = if sharded { &self.sharded } else { &self.script };
+        let mut call = Call::new(script, keys.clone().count(), count, key_bytes + arg_bytes);
         for (prefix, rest) in keys {
             call.key(&[prefix.as_bytes(), rest]);
         }
@@ -197,13 +204,19 @@ impl Arg<'_> {
     }
 }
 
-// Many locks: its own layout, with the semaphore records' key prefix from the header.
-static RENEW: LazyLock<Script> = LazyLock::new(|| {
-    let body = include_str!("scripts/renew.lua");
+// Many locks: its own layout, with the semaphore records' key prefix from the header, and
+// on a Cluster the migration guard where a renewal touches a key it does not declare.
+static RENEW: LazyLock<Script> = LazyLock::new(|| renew_script(false));
+static RENEW_SHARDED: LazyLock<Script> = LazyLock::new(|| renew_script(true));
+/// Where RENEW takes the migration guard.
+const GUARD_AT: &str = "-- @migrating\n";
+
+fn renew_script(sharded: bool) -> Script {
+    let body = include_str!("scripts/renew.lua").replacen(GUARD_AT, MIGRATING, 1);
     Script::new(&format!(
-        "local HOLDERS_PREFIX = '{HOLDERS_PREFIX}'\n{body}"
+        "local HOLDERS_PREFIX = '{HOLDERS_PREFIX}'\nlocal SHARDED = {sharded}\n{body}"
     ))
-});
+}
 // Many locks, like RENEW: only the holder field's name from the header.
 static MULTI_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     let body = include_str!("scripts/multi_acquire.lua");
@@ -384,7 +397,12 @@ where
         count += 1;
         bytes += keys.lock().len() + owner.len() + 21;
     }
-    let mut call = Call::new(&RENEW, count, 3 * count, bytes);
+    let sharded = locks
+        .clone()
+        .next()
+        .is_some_and(|(keys, _, _)| keys.is_sharded());
+    let script = if sharded { &RENEW_SHARDED } else { &RENEW };
+    let mut call = Call::new(script, count, 3 * count, bytes);
     for (keys, _, _) in locks.clone() {
         call.key(&[keys.lock()]);
     }
@@ -490,6 +508,24 @@ mod tests {
         );
     }
 
+    /// One server, Sentinel and Redlock pay nothing for the migration guard.
+    #[test]
+    fn only_a_clusters_scripts_check_for_a_migration() {
+        let plain = LockKeys::for_key(b"p:k", &EXCLUSIVE, false);
+        let sharded = plain.clone().sharded(true);
+        let guarded = |call: &Call<i64>| {
+            call.script.get_hash() == EXCLUSIVE.scripts().touch.sharded.get_hash()
+        };
+        assert!(!guarded(&touch(&plain, "u:1", Duration::ZERO)));
+        assert!(guarded(&touch(&sharded, "u:1", Duration::ZERO)));
+        let body = include_str!("scripts/acquire.lua");
+        assert!(!assemble(body, &EXCLUSIVE, &[], false).contains("distlock__absent"));
+        assert!(assemble(body, &EXCLUSIVE, &[], true).contains("distlock__absent"));
+        let renewed = |keys: &LockKeys| renew([(keys, "u:1", Duration::ZERO)]).script.get_hash();
+        assert_eq!(renewed(&plain), RENEW.get_hash());
+        assert_eq!(renewed(&sharded), RENEW_SHARDED.get_hash());
+    }
+
     /// A release that is not leaving the queue sends no metadata: nil in Lua, by name.
     #[test]
     fn arguments_go_by_the_scripts_names() {
@@ -550,7 +586,7 @@ mod tests {
                 assert!(!called, "the uncontended path calls {function}");
             }
         }
-        let script = assemble(include_str!("scripts/acquire.lua"), &EXCLUSIVE, &[]);
+        let script = assemble(include_str!("scripts/acquire.lua"), &EXCLUSIVE, &[], false);
         let fast = script
             .find("if present == 0 and not fence")
             .expect("the uncontended check");

@@ -173,6 +173,14 @@ fn sentinel(
     })
 }
 
+/// The cluster client's wait before retrying a `TRYAGAIN` (a slot mid-migration whose keys
+/// are split between two masters), `CLUSTERDOWN` or `LOADING`, in milliseconds: at least the
+/// first, at most the second, doubling from 20 ms. The redis crate waits at least 1.28 s,
+/// more than most calls' command timeout: a call that met a slot being resharded timed out
+/// although the slot moved in milliseconds.
+#[cfg(feature = "cluster")]
+const CLUSTER_RETRY_WAIT_MS: (u64, u64) = (10, 500);
+
 /// A Redis Cluster found through `seeds`.
 #[cfg(feature = "cluster")]
 fn cluster(
@@ -187,7 +195,9 @@ fn cluster(
     let builder = || {
         let builder = ClusterClientBuilder::new(seeds.iter().map(String::as_str))
             .connection_timeout(options.connect_timeout)
-            .response_timeout(options.command_timeout);
+            .response_timeout(options.command_timeout)
+            .min_retry_wait(CLUSTER_RETRY_WAIT_MS.0)
+            .max_retry_wait(CLUSTER_RETRY_WAIT_MS.1);
         match open.tls {
             #[cfg(feature = "tls")]
             Some(tls) => builder.certs(tls.clone()),

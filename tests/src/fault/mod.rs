@@ -9,6 +9,7 @@
 //!   binary that tests SIGSTOP, SIGCONT and SIGKILL;
 //! * [`family`]: the cross-process exclusion harness of read-write locks and semaphores;
 //! * [`cluster`]: which node serves a key, planned and forced failovers;
+//! * [`reshard`]: one slot moved to another master, step by step;
 //! * [`rng`]: a seeded generator for reproducible random faults;
 //! * [`Summary`]: min / median / max of measured durations, for the reports.
 
@@ -17,6 +18,7 @@ pub mod cluster;
 pub mod family;
 pub mod holder;
 pub mod overlap;
+pub mod reshard;
 pub mod rng;
 pub mod store;
 

@@ -12,6 +12,7 @@ use lock_core::{LockError, LockGuard, MultiLockGuard};
 
 use crate::history::{Event, HistoryWriter, Mode, Outcome};
 use crate::register::{appended, digest, Registers};
+use crate::workload::failed;
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -139,7 +140,7 @@ pub async fn run(
         if let Some(lease) = plan.extend {
             let outcome = match guard.extend_by(lease).await {
                 Ok(()) => Outcome::Ok,
-                Err(e) => error_outcome(&e),
+                Err(e) => failed(history, op, &e),
             };
             history.log(op, Event::Extend { outcome });
         }
@@ -149,7 +150,7 @@ pub async fn run(
     history.log(op, Event::Releasing);
     let outcome = match guard.release_now().await {
         Ok(()) => Outcome::Ok,
-        Err(e) => error_outcome(&e),
+        Err(e) => failed(history, op, &e),
     };
     history.log(op, Event::Released { outcome });
     watcher.abort();

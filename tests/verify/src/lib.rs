@@ -15,7 +15,8 @@
 //!   [`clients`]: the client processes; [`workload`], [`hold`]: what a client does, with
 //!   [`jobs`], [`election`] and [`idempotency`] beside the locks, and [`http`]: each
 //!   process's idempotency layer over HTTP and the gateways that retry requests across them;
-//!   [`register`]: the fenced resource; [`nemesis`]: the faults; [`history`]: the events;
+//!   [`register`]: the fenced resource; [`nemesis`]: the faults (`reshard`: Cluster
+//!   resharding); [`history`]: the events; [`sentinel_watch`]: what the Sentinels name;
 //!   [`check`]: the checkers; [`report`]: what is printed.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -33,6 +34,7 @@ pub mod jobs;
 pub mod nemesis;
 pub mod register;
 pub mod report;
+mod reshard;
 pub mod sentinel_watch;
 pub mod topology;
 pub mod workload;

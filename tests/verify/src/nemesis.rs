@@ -10,6 +10,7 @@ use tokio::time::{sleep, Instant};
 use crate::args::Topology;
 use crate::clients::Clients;
 use crate::history::{Event, HistoryWriter};
+use crate::reshard;
 use crate::topology::Servers;
 use crate::workload::LEASE;
 
@@ -36,11 +37,14 @@ pub enum Fault {
     Failover,
     /// A master killed, its replica promoted, the old master restarted empty (Cluster).
     MasterKill,
+    /// The slot of a name in use moved to another master, key batch by key batch, and
+    /// sometimes back (Cluster).
+    Reshard,
 }
 
 impl Fault {
     /// Every fault, with its command-line name.
-    pub const ALL: [(Fault, &'static str); 10] = [
+    pub const ALL: [(Fault, &'static str); 11] = [
         (Fault::ClientPause, "client-pause"),
         (Fault::ClientKill, "client-kill"),
         (Fault::RedisPause, "redis-pause"),
@@ -51,6 +55,7 @@ impl Fault {
         (Fault::ProxyBlackhole, "proxy-blackhole"),
         (Fault::Failover, "failover"),
         (Fault::MasterKill, "master-kill"),
+        (Fault::Reshard, "reshard"),
     ];
 
     /// The command-line name.
@@ -73,7 +78,7 @@ impl Fault {
                 ProxyLatency,
                 ProxyBlackhole,
             ],
-            Topology::Cluster => vec![Failover, MasterKill],
+            Topology::Cluster => vec![Failover, MasterKill, Reshard],
             Topology::Sentinel => vec![Failover],
             Topology::Redlock => vec![RedisRestartEmpty],
         });
@@ -82,7 +87,8 @@ impl Fault {
 
     /// Whether SAFETY.md withdraws exclusion without fencing during (and a lease after)
     /// this fault: data lost on a restart, an unplanned failover, a Sentinel failover
-    /// (asynchronous replication), a Redlock node back empty.
+    /// (asynchronous replication), a Redlock node back empty. Not a reshard: no lock script
+    /// runs on a slot mid-migration.
     pub fn unsafe_for_exclusion(self, topology: Topology) -> bool {
         match self {
             Fault::RedisRestartEmpty | Fault::MasterKill => true,
@@ -261,6 +267,11 @@ async fn apply(fault: Fault, rng: &mut Rng, servers: &mut Servers, clients: &mut
             }
         }
         Fault::Failover => failover(servers, rng).await,
+        Fault::Reshard => {
+            if let Servers::Cluster(cluster) = servers {
+                reshard::apply(cluster, rng).await;
+            }
+        }
         Fault::MasterKill => {
             let Servers::Cluster(cluster) = servers else {
                 return;

@@ -6,6 +6,8 @@
 -- Returns {1, token} when every lock was free with nobody queued (all taken, with one token:
 -- the Redis clock, above any earlier token of names whose state is all gone), else {0, i}:
 -- lock i is held or has waiters, and nothing was taken (the caller takes them one by one).
+-- No migration guard: on a slot mid-migration Redis runs it only where all its keys exist,
+-- and then it answers the first lock busy without writing.
 local lease_ms = ARGV[1]
 local owner = ARGV[2]
 local meta = ARGV[3]

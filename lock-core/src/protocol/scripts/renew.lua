@@ -49,6 +49,18 @@ local function renew_permit(key, owner, lease_ms)
   return expiry - now
 end
 
+-- On a Cluster (SHARDED, generated), a reader's or a permit's renewal also touches a key
+-- it does not declare (the reader's timeout key, the permits' records), which a slot
+-- mid-migration may hold on the other node: then the migration guard first. A lock's or a
+-- writer's renewal touches its own key only.
+local key = KEYS[1]
+for i = 3, SHARDED and #ARGV or 0, 3 do
+  if ARGV[i] == 'r' or ARGV[i] == 's' then
+-- @migrating
+    break
+  end
+end
+
 local renewers = {x = renew_field, w = renew_field, r = renew_reader, s = renew_permit}
 local out = {}
 for i = 1, #KEYS do
