@@ -234,10 +234,10 @@ mod tests {
 
     #[test]
     fn slot_ranges_are_read_from_a_nodes_line() {
-        let line = "abc 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460 7000 \
+        let line = "abc 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 10-5460 7000 \
                     [5461->-def]";
-        assert!(lists_slot(line, 0) && lists_slot(line, 5460) && lists_slot(line, 7000));
-        assert!(!lists_slot(line, 5461) && !lists_slot(line, 6999));
+        assert!(lists_slot(line, 10) && lists_slot(line, 5460) && lists_slot(line, 7000));
+        assert!(!lists_slot(line, 9) && !lists_slot(line, 5461) && !lists_slot(line, 6999));
         // The config epoch (field 7) is no slot.
         assert!(!lists_slot(line, 1));
     }
