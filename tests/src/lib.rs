@@ -27,7 +27,7 @@ pub use distlock_redis_server as server;
 pub use cluster::RedisCluster;
 pub use proxy::TcpProxy;
 pub use server::{
-    free_port, free_ports, redis_server_available, redis_url_for_tests, RedisServer,
+    free_port, free_ports, redis_server_available, redis_url_for_tests, ClosedPort, RedisServer,
     RedisServerBuilder, StartError, TempDir,
 };
 pub mod locks;

@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use distlock_redis_server::{free_port, RedisServer};
+use distlock_redis_server::{free_port, ClosedPort, RedisServer};
 use lock_core::{LockClient, LockGuard};
 use serde_json::Value;
 
@@ -155,7 +155,8 @@ async fn watch_refreshes_and_stops_after_count() {
 /// password) and a failing exit status, not a hang; for every subcommand.
 #[tokio::test]
 async fn unreachable_redis_fails_cleanly() {
-    let port = free_port();
+    let closed = ClosedPort::bind();
+    let port = closed.port();
     let url = format!("redis://ops:s3cret@127.0.0.1:{port}");
     let expected = format!("cannot reach Redis at redis://127.0.0.1:{port} (connection refused)");
     let commands: [&[&str]; 4] = [
@@ -220,7 +221,8 @@ async fn watch_reports_a_failed_refresh_and_retries() {
 /// With `--count`, failed refreshes count too, and a failed last one fails the command.
 #[tokio::test]
 async fn watch_with_count_stops_after_failed_refreshes() {
-    let url = format!("redis://127.0.0.1:{}", free_port());
+    let closed = ClosedPort::bind();
+    let url = format!("redis://127.0.0.1:{}", closed.port());
     let out = run(&["--url", &url, "watch", "--interval", "50", "--count", "3"]).await;
     assert!(!out.status.success(), "{out:?}");
     let stderr = String::from_utf8(out.stderr).unwrap();

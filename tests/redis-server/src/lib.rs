@@ -33,6 +33,6 @@ pub mod testutil;
 
 pub use builder::RedisServerBuilder;
 pub use error::{StartError, INSTALL_HINT};
-pub use ports::{free_port, free_ports};
+pub use ports::{free_port, free_ports, ClosedPort};
 pub use server::{redis_server_available, redis_url_for_tests, RedisServer};
 pub use temp_dir::TempDir;

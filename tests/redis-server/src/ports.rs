@@ -20,6 +20,39 @@ pub fn free_ports(n: usize) -> io::Result<Vec<u16>> {
         .collect()
 }
 
+/// A loopback port that refuses connections for as long as this lives: bound and never
+/// listening, so no server another test starts meanwhile can take it (a port that was only
+/// free a moment ago can be, and then answers or resets instead of refusing).
+#[derive(Debug)]
+pub struct ClosedPort {
+    _socket: tokio::net::TcpSocket,
+    port: u16,
+}
+
+impl ClosedPort {
+    /// Binds one.
+    ///
+    /// # Panics
+    /// When the system has no ephemeral port to give.
+    pub fn bind() -> Self {
+        let bind = || {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind((Ipv4Addr::LOCALHOST, 0).into())?;
+            let port = socket.local_addr()?.port();
+            io::Result::Ok(Self {
+                _socket: socket,
+                port,
+            })
+        };
+        bind().unwrap_or_else(|e| panic!("binding a closed loopback port: {e}"))
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
 /// One loopback port that was free a moment ago (see [`free_ports`]).
 ///
 /// # Panics
@@ -31,6 +64,16 @@ pub fn free_port() -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closed_port_refuses() {
+        let closed = ClosedPort::bind();
+        let refused = std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, closed.port()));
+        assert_eq!(
+            refused.unwrap_err().kind(),
+            io::ErrorKind::ConnectionRefused
+        );
+    }
 
     #[test]
     fn ports_are_distinct_and_not_listening() {

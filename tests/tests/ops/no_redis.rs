@@ -16,7 +16,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
-use distlock_tests::free_port;
+use distlock_tests::ClosedPort;
 
 /// How long a binary may take to give up; it should take milliseconds.
 const BOUND: Duration = Duration::from_secs(60);
@@ -92,7 +92,8 @@ fn cli_names_the_missing_redis() {
 /// Runs `bin args` with `REDIS_URL` (user and password included) pointing at a loopback
 /// port nothing listens on; returns the port and the output, failing past [`BOUND`].
 fn run_against_closed_port(bin: &Path, args: &[&str]) -> (u16, Output) {
-    let port = free_port();
+    let closed = ClosedPort::bind();
+    let port = closed.port();
     let mut command = Command::new(bin);
     command
         .args(args)
