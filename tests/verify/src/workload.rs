@@ -2,7 +2,7 @@
 //! seeded generator and recording them, beside a job scheduler ([`jobs`]) and a task for
 //! elections ([`election`]) and idempotency keys ([`idempotency`]), and with one Redis an
 //! HTTP server behind lock-tower's idempotency layer with gateway tasks sending to every
-//! process's server ([`http`](crate::http)). Only the libraries' public APIs are used.
+//! process's server ([`http`]). Only the libraries' public APIs are used.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
