@@ -48,6 +48,30 @@ pub async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
     conn.exists(key).await.expect("EXISTS")
 }
 
+/// Zeroes the server's command counters (`CONFIG RESETSTAT`), before a counted call.
+pub async fn reset_stats(conn: &mut MultiplexedConnection) {
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await
+        .expect("CONFIG RESETSTAT");
+}
+
+/// `EVALSHA` calls since [`reset_stats`] (`None`: none), with `INFO commandstats`' whole
+/// text for a failure's message.
+pub async fn evalsha_calls(conn: &mut MultiplexedConnection) -> (Option<u64>, String) {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("INFO commandstats");
+    let calls = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok());
+    (calls, stats)
+}
+
 /// The key's PTTL in ms (-2 missing, -1 no expiry).
 pub async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL")

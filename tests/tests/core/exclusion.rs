@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_tests::locks::{client, OverlapDetector};
+use distlock_tests::locks::{client, evalsha_calls, reset_stats, OverlapDetector};
 use distlock_tests::RedisServer;
 use redis::AsyncCommands;
 
@@ -75,21 +75,9 @@ async fn a_busy_try_costs_one_call_and_leaves_nothing() {
     }
     let mut keys_before: Vec<String> = conn.keys("*").await.unwrap();
     for kind in kinds {
-        let () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        reset_stats(&mut conn).await;
         assert!(request(&trier, kind).try_acquire().await.unwrap().is_none());
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let evalsha = stats
-            .lines()
-            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok());
+        let (evalsha, stats) = evalsha_calls(&mut conn).await;
         assert_eq!(evalsha, Some(1), "{kind}: {stats}");
     }
     let mut keys_after: Vec<String> = conn.keys("*").await.unwrap();

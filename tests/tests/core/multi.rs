@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_tests::locks::{client, exists, lock_key, OverlapDetector};
+use distlock_tests::locks::{
+    client, evalsha_calls, exists, lock_key, reset_stats, OverlapDetector,
+};
 use distlock_tests::RedisServer;
 use lock_core::{scope, LockError};
 use tokio::time::Instant;
@@ -188,22 +190,9 @@ async fn uncontended_names_are_taken_in_one_call() {
     // Loads the scripts, so that the counted round makes no NOSCRIPT retry.
     let warm = locks.lock_all(["m1", "m2", "m3"]).await.unwrap();
     warm.release().await.unwrap();
-    let () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    reset_stats(&mut conn).await;
     let all = locks.lock_all(["m3", "m1", "m2"]).await.unwrap();
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let evalsha = stats
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map(|calls| calls.parse::<u64>().unwrap());
+    let (evalsha, stats) = evalsha_calls(&mut conn).await;
     assert_eq!(evalsha, Some(1), "{stats}");
     assert_eq!(all.guards().len(), 3);
     for guard in all.guards() {
