@@ -57,9 +57,12 @@ pub async fn reset_stats(conn: &mut MultiplexedConnection) {
         .expect("CONFIG RESETSTAT");
 }
 
-/// `EVALSHA` calls since [`reset_stats`] (`None`: none), with `INFO commandstats`' whole
-/// text for a failure's message.
-pub async fn evalsha_calls(conn: &mut MultiplexedConnection) -> (Option<u64>, String) {
+/// Calls per command since [`reset_stats`] (`INFO commandstats`: scripts' inner calls
+/// count under their own names; this INFO is not counted yet), with the whole text for a
+/// failure's message.
+pub async fn command_calls(
+    conn: &mut MultiplexedConnection,
+) -> (std::collections::BTreeMap<String, u64>, String) {
     let stats: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(conn)
@@ -67,9 +70,18 @@ pub async fn evalsha_calls(conn: &mut MultiplexedConnection) -> (Option<u64>, St
         .expect("INFO commandstats");
     let calls = stats
         .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next()?.parse().ok());
+        .filter_map(|line| {
+            let (command, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            Some((command.to_owned(), rest.split(',').next()?.parse().ok()?))
+        })
+        .collect();
     (calls, stats)
+}
+
+/// `EVALSHA` calls since [`reset_stats`] (`None`: none), with the stats' text.
+pub async fn evalsha_calls(conn: &mut MultiplexedConnection) -> (Option<u64>, String) {
+    let (calls, stats) = command_calls(conn).await;
+    (calls.get("evalsha").copied(), stats)
 }
 
 /// The key's PTTL in ms (-2 missing, -1 no expiry).

@@ -348,11 +348,7 @@ async fn uncontended_acquire_and_release_cost_one_call_each() {
         .release()
         .await
         .unwrap();
-    let () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    distlock_tests::locks::reset_stats(&mut conn).await;
     locks
         .semaphore("cheap", 3)
         .await
@@ -360,22 +356,7 @@ async fn uncontended_acquire_and_release_cost_one_call_each() {
         .release()
         .await
         .unwrap();
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let mut calls = std::collections::BTreeMap::new();
-    for line in stats.lines() {
-        let Some((command, rest)) = line
-            .strip_prefix("cmdstat_")
-            .and_then(|l| l.split_once(":calls="))
-        else {
-            continue;
-        };
-        let n: u64 = rest.split(',').next().unwrap().parse().unwrap();
-        calls.insert(command.to_owned(), n);
-    }
+    let (mut calls, stats) = distlock_tests::locks::command_calls(&mut conn).await;
     // The test's own INFO is not counted yet, its CONFIG RESETSTAT is (`config|resetstat`);
     // the client's revocation listener subscribes once, on its own connection, and may do so
     // after the reset (6 runs in 30 failed on it): neither is the acquisition's.

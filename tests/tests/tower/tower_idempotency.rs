@@ -903,30 +903,9 @@ async fn a_paused_handler_does_not_store_over_the_retry() {
 /// Commands sent since the last reset (`INFO commandstats`; scripts' inner calls included
 /// under their own names), then reset.
 async fn commands(conn: &mut MultiplexedConnection) -> std::collections::BTreeMap<String, u64> {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    let mut calls = std::collections::BTreeMap::new();
-    for line in stats.lines() {
-        let Some((command, rest)) = line
-            .strip_prefix("cmdstat_")
-            .and_then(|l| l.split_once(":calls="))
-        else {
-            continue;
-        };
-        calls.insert(
-            command.to_owned(),
-            rest.split(',').next().unwrap().parse().unwrap(),
-        );
-    }
+    let (mut calls, _) = distlock_tests::locks::command_calls(conn).await;
     calls.retain(|command, _| !command.starts_with("config") && command != "info");
-    let () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(conn)
-        .await
-        .unwrap();
+    distlock_tests::locks::reset_stats(conn).await;
     calls
 }
 
