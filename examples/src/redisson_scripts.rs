@@ -29,3 +29,14 @@ pub const WRITE_LOCK: &str = "local mode = redis.call('hget', KEYS[1], 'mode'); 
 /// `RedissonWriteLock.unlockInnerAsync`, verbatim. KEYS: lock, channel, unlock latch. ARGV:
 /// message (`1`), lease ms, the owner's write name, publish command, latch lease ms.
 pub const WRITE_UNLOCK: &str = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val);end; local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == false) then redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return nil; end;if (mode == 'write') then local lockExists = redis.call('hexists', KEYS[1], ARGV[3]); if (lockExists == 0) then return nil;else local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('hdel', KEYS[1], ARGV[3]); if (redis.call('hlen', KEYS[1]) == 1) then redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); else redis.call('hset', KEYS[1], 'mode', 'read'); end; redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end; end; end; return nil;";
+
+/// The unlock latch key of one `unlockInnerAsync` call: Redisson names it after a request
+/// id it generates for every unlock (`getUnlockLatchName(requestId)`), so that only a retry
+/// of that same call finds it. A latch named after the owner alone would be found by the
+/// owner's next unlock within 13.5 s, which would then return early and leave the lock held.
+pub fn unlock_latch(name: &str, owner: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static REQUESTS: AtomicU64 = AtomicU64::new(0);
+    let request = REQUESTS.fetch_add(1, Ordering::Relaxed);
+    format!("redisson_unlock_latch:{{{name}}}:{owner}:{request}")
+}

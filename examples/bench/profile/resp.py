@@ -42,19 +42,29 @@ def start_server():
         except Exception: time.sleep(0.05)
     raise RuntimeError('no server')
 def rd(name): return open(SCRIPTS + name).read()
-MODES = {'x': ('key, queue, deadlines, fence', 'holders', 'redisson_lock__channel:'),
-         'rw': ('key, queue, deadlines, fence', 'holders', 'redisson_rwlock:'),
-         's': ('key, queue, deadlines, holders', 'fence', 'distlock__semaphore:')}
-def header(mode):
-    names, absent, chan = MODES[mode]
-    return (f"local {names} = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\nlocal {absent} = nil\n"
+MODES = {'x': ('key, queue, deadlines, fence', 'holders', 'redisson_lock__channel:', 'distlock__grant:'),
+         'rw': ('key, queue, deadlines, fence', 'holders', 'redisson_rwlock:', 'distlock__grant:'),
+         's': ('key, queue, deadlines, holders', 'fence', 'distlock__semaphore:', 'distlock__semaphore:')}
+# The arguments each script reads, by the first word of its header comment, in the order of
+# lock-core's kind files (protocol/kind/*.rs): the header binds them to Lua locals.
+ARGS = {'ACQUIRE': 'lease_ms owner meta waiter_ttl_ms publish', 'RELEASE': 'owner lease_ms publish meta',
+        'RW_ACQUIRE': 'lease_ms owner meta waiter_ttl_ms publish side', 'RW_RELEASE': 'owner lease_ms publish meta',
+        'SEM_ACQUIRE': 'lease_ms owner meta waiter_ttl_ms publish capacity',
+        'SEM_RELEASE': 'owner lease_ms publish capacity meta'}
+def header(mode, body=''):
+    """As lock-core's protocol/scripts.rs `header`: keys and arguments as named locals, constants."""
+    names, absent, chan, grants = MODES[mode]
+    first = re.match(r'-- (\w+):', body)
+    args = ARGS.get(first.group(1), '').split() if first else []
+    argv = ('local %s = %s\n' % (', '.join(args), ', '.join('ARGV[%d]' % (i + 1) for i in range(len(args))))) if args else ''
+    return (f"local {names} = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\nlocal {absent} = nil\n{argv}"
             "local HOLDER_FIELD = 'distlock:holder'\nlocal HOLDERS_PREFIX = 'distlock__holders:'\n"
-            f"local CHANNEL_PREFIX = '{chan}'\nlocal GRANT_PREFIX = 'distlock:grant:'\n"
+            f"local CHANNEL_PREFIX = '{chan}'\nlocal GRANTS_PREFIX = '{grants}'\nlocal GRANT_PREFIX = 'distlock:grant:'\n"
             "local RELEASE_MESSAGE = '0'\nlocal WRITE_RELEASE_MESSAGE = '1'\n")
 def assemble(body, mode):
     prelude = rd('prelude.lua') + {'x': '', 'rw': rd('rw_prelude.lua'), 's': rd('sem_prelude.lua')}[mode]
     if '-- @prelude\n' in body: body = body.replace('-- @prelude\n', prelude, 1)
-    return header(mode) + body
+    return header(mode, body) + body
 def commandstats(c):
     info = c.cmd('INFO', 'commandstats').decode()
     out = {}

@@ -152,7 +152,7 @@ impl RedissonLua {
             .unlock
             .key(name)
             .key(format!("redisson_lock__channel:{{{name}}}"))
-            .key(format!("redisson_unlock_latch:{{{name}}}:{}", self.owner))
+            .key(redisson_scripts::unlock_latch(name, &self.owner))
             .arg(0)
             .arg(LEASE.as_millis() as u64)
             .arg(&self.owner)

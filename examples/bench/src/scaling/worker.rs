@@ -211,7 +211,9 @@ impl Taker {
                     .unlock
                     .key(&name)
                     .key(format!("redisson_lock__channel:{{{name}}}"))
-                    .key(format!("redisson_unlock_latch:{{{name}}}:{owner}"))
+                    .key(distlock_examples::redisson_scripts::unlock_latch(
+                        &name, &owner,
+                    ))
                     .arg(0)
                     .arg(LEASE_MS)
                     .arg(&owner)
