@@ -43,6 +43,48 @@ pub fn lock_key(name: &str) -> String {
     format!("{}{name}", LockClientBuilder::DEFAULT_KEY_PREFIX)
 }
 
+/// The fair queue of the exclusive lock of `name` (default prefix); `distlock__rwwait:` and
+/// `distlock__semwait:` hold the read-write lock's and the semaphore's.
+pub fn queue_key(name: &str) -> String {
+    format!("distlock__wait:{{{}}}", lock_key(name))
+}
+
+/// Where a queue's deadline entries start (lock-core's `LIVE_BASE / 2`): every arrival is
+/// scored below it.
+const DEADLINES_FROM: u64 = 4_500_000_000_000_000;
+
+/// Waiters in the queue `queue`. Each waiter is two entries of the ZSET, its arrival and its
+/// liveness deadline: this counts arrivals.
+pub async fn queued(conn: &mut MultiplexedConnection, queue: &str) -> usize {
+    redis::cmd("ZCOUNT")
+        .arg(queue)
+        .arg("-inf")
+        .arg(format!("({DEADLINES_FROM}"))
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// Queues a waiter by hand, as the scripts do: `member` by arrival `arrival_us` (Redis
+/// clock, µs) and alive until `deadline_ms` (Redis clock, ms).
+pub async fn queue_waiter(
+    conn: &mut MultiplexedConnection,
+    queue: &str,
+    member: &str,
+    arrival_us: u64,
+    deadline_ms: u64,
+) {
+    let _: () = redis::cmd("ZADD")
+        .arg(queue)
+        .arg(arrival_us)
+        .arg(member)
+        .arg(2 * DEADLINES_FROM - deadline_ms)
+        .arg(format!("~{member}"))
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
 /// True if `key` exists.
 pub async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
     conn.exists(key).await.expect("EXISTS")

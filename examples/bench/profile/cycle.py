@@ -4,8 +4,8 @@ import sys, time
 from resp import *
 def keys(mode, name='L'):
     k = 'lk:' + name
-    q = {'x': ('distlock__queue:', 'distlock__waiters:'), 'rw': ('distlock__rwqueue:', 'distlock__rwwaiters:'), 's': ('distlock__semqueue:', 'distlock__semwaiters:')}[mode]
-    ks = [k, q[0] + '{' + k + '}', q[1] + '{' + k + '}']
+    q = {'x': 'distlock__wait:', 'rw': 'distlock__rwwait:', 's': 'distlock__semwait:'}[mode]
+    ks = [k, q + '{' + k + '}']
     if mode == 's': ks.append('distlock__holders:{' + k + '}')
     return ks
 META = 'svc\x1fhost\x1f1234\x1freq-1'

@@ -35,12 +35,10 @@ def per_script(port, waiters, cycles):
 
 # Where to cut the exclusive acquire script (a line of it): the part named ends there.
 ACQUIRE_CUTS = [
-    ('the header and ARGV locals', 'local publish = ARGV[5]'),
-    ('+ the uncontended check (EXISTS key queue)', "if not fence and redis.call('exists', key, queue) == 0 then"),
-    ('+ the prelude (helper functions defined)', "  return {f[2], f[3], f[4] or '', f[5] or '', at, f[6] or ''}\nend"),
-    ('+ TIME, the member, EXISTS key, HEXISTS owner', "  return {1, token_of(redis.call('hget', key, HOLDER_FIELD))}\nend"),
-    ('+ queueing (2 ZADD, 2 PEXPIRE)', "  redis.call('pexpire', deadlines, ttl)\nend"),
-    ('+ the record (HGET), PTTL, token', "local busy = {0, redis.call('pttl', key), token_of(record)}"),
+    ('the header and ARGV locals', "local WRITE_RELEASE_MESSAGE = '1'"),
+    ('+ the uncontended check (EXISTS key queue)', "local present = redis.call('exists', key, queue)"),
+    ('+ TIME, the member, HMGET owner and record', "  record = mine[2]"),
+    ('+ queueing (one ZADD LT, one PEXPIRE)', "  redis.call('pexpire', queue, ttl)\nend"),
 ]
 
 def acquire_branches(port):
@@ -52,8 +50,8 @@ def acquire_branches(port):
     def setup():
         c.cmd('FLUSHALL')
         for i in range(65):
-            c.cmd('EVAL', full, 3, *ks, 30000, 'own:%09d' % i, META, 60000, 'publish')
-    args = lambda j: [3] + ks + [30000, 'own:000000064', META, 60000, 'publish']
+            c.cmd('EVAL', full, len(ks), *ks, 30000, 'own:%09d' % i, META, 60000, 'publish')
+    args = lambda j: [len(ks)] + ks + [30000, 'own:000000064', META, 60000, 'publish']
     variants = [('EVALSHA of `return 1`, same keys and args', 'return 1')]
     for label, line in ACQUIRE_CUTS:
         if line in full:
@@ -86,6 +84,7 @@ def lua_costs(port):
         ('redis.call PEXPIRE', "redis.call('pexpire', KEYS[1], 100000000)"),
         ('redis.call ZADD NX (member there)', "redis.call('zadd', KEYS[2], 'NX', 5, 'm005|own|svc\\31host')"),
         ('redis.call ZADD (score update)', "redis.call('zadd', KEYS[3], 100005, 'm005|own|svc\\31host')"),
+        ('redis.call ZADD LT (a member and its deadline)', "redis.call('zadd', KEYS[2], 'LT', 5, 'm005|own|svc\\31host', 100005, '~m005|own|svc\\31host')"),
         ('redis.call ZRANGE 0 0', "redis.call('zrange', KEYS[2], 0, 0)"),
         ('redis.call ZSCORE', "redis.call('zscore', KEYS[3], 'm005|own|svc\\31host')"),
         ('redis.call PUBLISH (2 subscribers)', "redis.call('publish', 'ch', 'distlock:grant:own:1234567890123456')"),

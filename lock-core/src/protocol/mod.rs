@@ -18,24 +18,25 @@
 //!   record field, which INSPECT files with the records); a scheduled job's `hold_at_least`
 //!   leaves the ordinary hash with the remaining TTL instead of deleting it
 //!   ([`scripts::fleet`]);
-//! - queue `distlock__queue:{<key>}`: ZSET of waiters by arrival time (ms, Redis clock);
-//! - deadlines `distlock__waiters:{<key>}`: ZSET of the same waiters by liveness deadline;
-//!   a waiter refreshes it while it waits, so a crashed waiter is skipped; both expire
-//!   with the last waiter's liveness;
+//! - queue `distlock__wait:{<key>}`: one ZSET holding each waiter twice, its member by
+//!   arrival (µs, Redis clock) and `~<member>` by liveness deadline (stored as
+//!   `LIVE_BASE − deadline ms`, so that one `ZADD LT` queues a waiter or refreshes it
+//!   without moving it); a waiter refreshes its deadline while it waits, so a crashed
+//!   waiter is skipped; the queue expires with the last waiter's liveness;
 //! - fence `distlock__fence:{<key>}` (Redlock only): a floor for the next tokens, kept for a
 //!   lease after a majority was taken.
 //!
 //! The read-write lock is Redisson's `RReadWriteLock` layout (the hash's `mode`, reader
 //! fields, `<owner>:write`, each reader hold's `{<key>}:<owner>:rwlock_timeout:<n>`, channel
 //! `redisson_rwlock:{<key>}`), with one record per distlock holder in
-//! `distlock:holder:<owner>` and its own queue (`distlock__rwqueue:`, `distlock__rwwaiters:`).
+//! `distlock:holder:<owner>` and its own queue (`distlock__rwwait:`).
 //! A semaphore is a ZSET `owner → expiry` at the key, its records in the hash
-//! `distlock__holders:{<key>}`, its queue `distlock__semqueue:`/`distlock__semwaiters:`, its
+//! `distlock__holders:{<key>}`, its queue `distlock__semwait:`, its
 //! channel `distlock__semaphore:{<key>}`. Each kind has its own queue, so a waiter is never
 //! handed a hold of another kind on the same name.
 //!
 //! No key outlives its lock: an uncontended acquire and release leave nothing behind, the
-//! hash expires with its lease when its holder dies, and the queue, deadlines and fence
+//! hash expires with its lease when its holder dies, and the queue and fence
 //! expire by themselves. Fencing tokens are the Redis clock in microseconds at the grant,
 //! above the previous holder's token when it is known (see SAFETY.md for the promise).
 //!

@@ -10,7 +10,7 @@ use crate::protocol::kind::Kind;
 /// another Cluster slot or make two names collide: `%`, `{`, `}` and control bytes are
 /// percent-escaped, everything else is kept as it is. The lock key is
 /// `<prefix><encoded name>`, which contains no braces, and every companion key (waiter
-/// queue and deadlines, Redlock's fence floor) and the release channel carry the whole
+/// queue, Redlock's fence floor) and the release channel carry the whole
 /// lock key as its hash tag, so all of them share the lock's Cluster slot.
 ///
 /// A name that is empty or longer than the client's limit (see
@@ -193,7 +193,7 @@ impl LockKeys {
     }
 
     /// The keys the scripts of one lock take, in their one order: the lock, the fair queue of
-    /// waiters (by arrival), the waiters' liveness deadlines, then a semaphore's holder
+    /// waiters (by arrival and by liveness deadline), then a semaphore's holder
     /// records, or under Redlock the fence floor. Each comes as two parts that spell it when joined: `("", lock key)`, or a
     /// companion's prefix and `{<lock key>}`.
     pub(crate) fn in_key_order(&self) -> impl Iterator<Item = (&'static str, &[u8])> + Clone {
@@ -273,15 +273,11 @@ mod tests {
         );
         assert_eq!(
             spelled(&k),
-            [
-                &b"p:item_7"[..],
-                b"distlock__queue:{p:item_7}",
-                b"distlock__waiters:{p:item_7}"
-            ]
+            [&b"p:item_7"[..], b"distlock__wait:{p:item_7}",]
         );
         let name = LockName::from(&b"item_7"[..]);
         let redlock = LockKeys::new("p:", &name, &EXCLUSIVE, true);
-        assert_eq!(spelled(&redlock)[3], b"distlock__fence:{p:item_7}");
+        assert_eq!(spelled(&redlock)[2], b"distlock__fence:{p:item_7}");
         assert_eq!(LockKeys::for_key(b"p:item_7", &EXCLUSIVE, true), redlock);
         let rw = LockKeys::new("p:", &name, &WRITE, false);
         assert_eq!(rw.lock(), b"p:item_7");
@@ -290,7 +286,7 @@ mod tests {
             rw.grants_channel().as_deref(),
             Some(&b"distlock__grant:{p:item_7}"[..])
         );
-        assert_eq!(spelled(&rw)[1], b"distlock__rwqueue:{p:item_7}");
+        assert_eq!(spelled(&rw)[1], b"distlock__rwwait:{p:item_7}");
         let sem = LockKeys::new("p:", &name, &SEMAPHORE, false);
         assert_eq!(
             sem.grants_channel(),
@@ -300,8 +296,7 @@ mod tests {
         assert_eq!(
             spelled(&sem)[1..],
             [
-                &b"distlock__semqueue:{p:item_7}"[..],
-                b"distlock__semwaiters:{p:item_7}",
+                &b"distlock__semwait:{p:item_7}"[..],
                 b"distlock__holders:{p:item_7}"
             ]
         );

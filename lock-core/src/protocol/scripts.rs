@@ -32,7 +32,7 @@ use redis::{
 };
 
 use crate::protocol::holder::HOLDER_FIELD;
-use crate::protocol::kind::{Kind, HOLDERS_PREFIX};
+use crate::protocol::kind::{Kind, HOLDERS_PREFIX, LIVE_BASE};
 use crate::protocol::messages::{GRANT_PREFIX, RELEASE_MESSAGE, WRITE_RELEASE_MESSAGE};
 use crate::protocol::name::LockKeys;
 use crate::protocol::replies::{
@@ -50,7 +50,8 @@ pub(crate) const PRELUDE: &str = include_str!("scripts/prelude.lua");
 /// `TRYAGAIN` while the lock's slot is being migrated (reads the lock's key as `key`).
 const MIGRATING: &str = include_str!("scripts/migrating.lua");
 
-/// Where a script takes the prelude: after its uncontended path.
+/// Where a script takes the prelude's helpers: after its uncontended path, and again before
+/// a branch that needs more than the branches above it.
 const PRELUDE_AT: &str = "-- @prelude\n";
 
 /// The generated start of every script of one lock of `kind`: its keys and `args` as named
@@ -58,7 +59,7 @@ const PRELUDE_AT: &str = "-- @prelude\n";
 fn header(kind: &Kind, args: &[&str]) -> String {
     let names = kind.layout.key_names();
     let values: Vec<String> = (1..=names.len()).map(|i| format!("KEYS[{i}]")).collect();
-    // The fourth name the kind does not take is nil, so that shared scripts may test it.
+    // The third name the kind does not take is nil, so that shared scripts may test it.
     let absent = kind.layout.absent_key();
     let argv = if args.is_empty() {
         String::new()
@@ -72,6 +73,7 @@ fn header(kind: &Kind, args: &[&str]) -> String {
          local {absent} = nil\n\
          {argv}\
          local HOLDER_FIELD = '{HOLDER_FIELD}'\n\
+         local LIVE_BASE = {LIVE_BASE}\n\
          local HOLDERS_PREFIX = '{HOLDERS_PREFIX}'\n\
          local CHANNEL_PREFIX = '{}'\n\
          local GRANTS_PREFIX = '{}'\n\
@@ -86,16 +88,79 @@ fn header(kind: &Kind, args: &[&str]) -> String {
 }
 
 /// A script's whole text: the header for `kind` and `args`, on a Cluster (`sharded`) the
-/// migration guard, then the body with the prelude (the shared one, then the kind's) at its
-/// marker (a script without the marker needs none).
+/// migration guard, then the body with the prelude's helpers it calls (the shared prelude's,
+/// then the kind's) at its markers: each marker defines those first called between it and
+/// the next (see [`link`]). A script without a marker calls none.
 fn assemble(body: &str, kind: &Kind, args: &[&str], sharded: bool) -> String {
     let prelude = format!("{PRELUDE}{}", kind.prelude);
-    format!(
-        "{}{}{}",
-        header(kind, args),
-        if sharded { MIGRATING } else { "" },
-        body.replacen(PRELUDE_AT, &prelude, 1)
-    )
+    let helpers = helpers(&prelude);
+    let mut defined = vec![false; helpers.len()];
+    let mut segments = body.split(PRELUDE_AT);
+    let mut script = header(kind, args);
+    if sharded {
+        script.push_str(MIGRATING);
+    }
+    script.push_str(segments.next().unwrap_or_default());
+    for segment in segments {
+        script.push_str(&link(&helpers, segment, &mut defined));
+        script.push_str(segment);
+    }
+    script
+}
+
+/// One `local function` of a prelude, from that line to its closing `end` line.
+struct Helper<'a> {
+    name: &'a str,
+    text: &'a str,
+}
+
+/// The functions of `prelude`, in its order (its other lines are comments).
+fn helpers(prelude: &str) -> Vec<Helper<'_>> {
+    let (mut out, mut open, mut offset) = (Vec::new(), None, 0);
+    for line in prelude.split_inclusive('\n') {
+        if let Some(rest) = line.strip_prefix("local function ") {
+            let name = rest.split('(').next().unwrap_or_default();
+            open = Some((name, offset));
+        } else if line.trim_end() == "end" {
+            if let Some((name, start)) = open.take() {
+                let text = &prelude[start..offset + line.len()];
+                out.push(Helper { name, text });
+            }
+        }
+        offset += line.len();
+    }
+    out
+}
+
+/// True when Lua `code` calls the function `name`.
+fn calls(code: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    code.match_indices(name)
+        .any(|(i, _)| code[i + name.len()..].starts_with('(') && !code[..i].ends_with(ident))
+}
+
+/// The helpers not `defined` yet that `code` calls, and those they call, in the prelude's
+/// order (then marked defined): Lua creates every function of a script's text afresh on
+/// each call that runs it (≈ 0.1 µs each, measured in BENCHMARKS.md), so a branch defines
+/// only what it uses. A helper only calls helpers above it (a Lua local is defined before
+/// use), so one pass from the last helper up finds them all.
+fn link(helpers: &[Helper<'_>], code: &str, defined: &mut [bool]) -> String {
+    let mut needed: Vec<bool> = helpers.iter().map(|h| calls(code, h.name)).collect();
+    for i in (0..helpers.len()).rev() {
+        if needed[i] {
+            for (j, callee) in helpers[..i].iter().enumerate() {
+                needed[j] |= calls(helpers[i].text, callee.name);
+            }
+        }
+    }
+    let mut text = String::new();
+    for ((helper, needed), defined) in helpers.iter().zip(needed).zip(defined) {
+        if needed && !*defined {
+            text.push_str(helper.text);
+            *defined = true;
+        }
+    }
+    text
 }
 
 /// The arguments a script of one lock may read, each by its Lua name. A call sends the ones
@@ -471,15 +536,15 @@ mod tests {
     #[test]
     fn the_header_names_the_keys_and_arguments() {
         let header = header(&EXCLUSIVE, &["owner", "lease_ms"]);
-        assert!(header
-            .contains("local key, queue, deadlines, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n"));
+        assert!(header.contains("local key, queue, fence = KEYS[1], KEYS[2], KEYS[3]\n"));
+        assert!(header.contains("local LIVE_BASE = 9000000000000000\n"));
         assert!(header.contains("local owner, lease_ms = ARGV[1], ARGV[2]\n"));
         assert!(header.contains("local GRANT_PREFIX = 'distlock:grant:'\n"));
         assert!(header.contains("local RELEASE_MESSAGE = '0'\n"));
         assert!(header.contains("local CHANNEL_PREFIX = 'redisson_lock__channel:'\n"));
         assert!(header.contains("local HOLDER_FIELD = 'distlock:holder'\n"));
         let sem = super::header(&SEMAPHORE, &[]);
-        assert!(sem.contains("local key, queue, deadlines, holders = KEYS[1]"));
+        assert!(sem.contains("local key, queue, holders = KEYS[1]"));
         assert!(sem.contains("local fence = nil\n") && !sem.contains("ARGV"));
         let call: Call<i64> = touch(
             &LockKeys::for_key(b"p:k", &EXCLUSIVE, true),
@@ -497,10 +562,9 @@ mod tests {
             [
                 &b"EVALSHA"[..],
                 hash,
-                b"4",
+                b"3",
                 b"p:k",
-                b"distlock__queue:{p:k}",
-                b"distlock__waiters:{p:k}",
+                b"distlock__wait:{p:k}",
                 b"distlock__fence:{p:k}",
                 b"u:1",
                 b"0"
@@ -543,7 +607,7 @@ mod tests {
             _ => None,
         };
         let sent: Vec<&[u8]> = call.cmd.args_iter().filter_map(simple).collect();
-        assert_eq!(sent[7..], [&b"u:1"[..], b"5", b"publish", b"3"]);
+        assert_eq!(sent[6..], [&b"u:1"[..], b"5", b"publish", b"3"]);
         let rw = LockKeys::for_key(b"p:k", &READ, false);
         let call = acquire(
             &rw,
@@ -591,6 +655,38 @@ mod tests {
             .find("if present == 0 and not fence")
             .expect("the uncontended check");
         assert!(script.find("local function grant(").expect("the prelude") > fast);
+    }
+
+    /// Each script defines every helper it calls, and no other.
+    #[test]
+    fn scripts_define_the_helpers_they_call_and_no_more() {
+        for kind in [&EXCLUSIVE, &READ, &SEMAPHORE] {
+            let prelude = format!("{PRELUDE}{}", kind.prelude);
+            let helpers = helpers(&prelude);
+            assert!(helpers.len() > 10, "{} helpers", helpers.len());
+            for (name, body) in BODIES.iter().filter(|(n, _)| *n != "prelude") {
+                let script = assemble(body, kind, &[], false);
+                let code: String = script
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("--"))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                for helper in &helpers {
+                    let defined = code.contains(&format!("local function {}(", helper.name));
+                    let called = code.match_indices(helper.name).any(|(i, _)| {
+                        code[i + helper.name.len()..].starts_with('(')
+                            && !code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                            && !code[..i].ends_with("local function ")
+                    });
+                    assert_eq!(defined, called, "{name}.lua and {}", helper.name);
+                }
+            }
+        }
+        // The exclusive hand-off defines what granting needs, not queueing or inspecting.
+        let release = assemble(include_str!("scripts/release.lua"), &EXCLUSIVE, &[], false);
+        assert!(release.contains("local function grant_next("));
+        assert!(!release.contains("local function enqueue("));
+        assert!(!release.contains("local function holder_fields("));
     }
 
     #[test]

@@ -3,20 +3,11 @@
 
 use std::time::Duration;
 
-use distlock_tests::locks::{client, exists, lock_key, wait_until, GENEROUS};
+use distlock_tests::locks::{
+    client, exists, lock_key, queue_key, queue_waiter, queued, wait_until, GENEROUS,
+};
 use distlock_tests::RedisServer;
-use redis::aio::MultiplexedConnection;
 use tokio::sync::mpsc;
-
-const QUEUE: &str = "distlock__queue:{distlock:fifo}";
-
-async fn queued(conn: &mut MultiplexedConnection, queue: &str) -> usize {
-    redis::cmd("ZCARD")
-        .arg(queue)
-        .query_async(conn)
-        .await
-        .unwrap()
-}
 
 /// Five waiters queued one after another acquire in that order.
 #[tokio::test]
@@ -39,7 +30,7 @@ async fn waiters_acquire_in_arrival_order() {
         });
         wait_until("the waiter queued", GENEROUS, || {
             let mut conn = conn.clone();
-            async move { queued(&mut conn, QUEUE).await == i + 1 }
+            async move { queued(&mut conn, &queue_key("fifo")).await == i + 1 }
         })
         .await;
     }
@@ -54,7 +45,7 @@ async fn waiters_acquire_in_arrival_order() {
         );
     }
     assert_eq!(order, [0, 1, 2, 3, 4]);
-    assert_eq!(queued(&mut conn, QUEUE).await, 0);
+    assert_eq!(queued(&mut conn, &queue_key("fifo")).await, 0);
 }
 
 /// A waiter that gives up leaves the queue; one whose place expired is skipped.
@@ -64,7 +55,7 @@ async fn departed_and_dead_waiters_are_skipped() {
     let mut conn = server.conn().await;
     let locks = client(&server.url());
     let guard = locks.lock("skip").await.unwrap();
-    let queue = "distlock__queue:{distlock:skip}";
+    let queue = &queue_key("skip");
 
     let err = locks
         .lock("skip")
@@ -80,20 +71,7 @@ async fn departed_and_dead_waiters_are_skipped() {
     );
 
     // A dead waiter: queued first, with a liveness deadline in the past.
-    let _: () = redis::cmd("ZADD")
-        .arg(queue)
-        .arg(0)
-        .arg("30000|dead:1")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let _: () = redis::cmd("ZADD")
-        .arg("distlock__waiters:{distlock:skip}")
-        .arg(1)
-        .arg("30000|dead:1")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    queue_waiter(&mut conn, queue, "30000|dead:1", 0, 1).await;
     let waiter = tokio::spawn({
         let locks = locks.clone();
         async move { locks.lock("skip").wait(Duration::from_secs(60)).await }
@@ -128,7 +106,7 @@ async fn missed_grant_is_found_by_retry() {
     });
     wait_until("the waiter queued", GENEROUS, || {
         let mut conn = conn.clone();
-        async move { queued(&mut conn, "distlock__queue:{distlock:grant}").await == 1 }
+        async move { queued(&mut conn, &queue_key("grant")).await == 1 }
     })
     .await;
     server.pause();

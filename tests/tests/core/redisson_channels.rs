@@ -60,13 +60,9 @@ async fn collected(
     all
 }
 
-async fn zcard(conn: &MultiplexedConnection, key: &str) -> usize {
-    let mut conn = conn.clone();
-    redis::cmd("ZCARD")
-        .arg(key)
-        .query_async(&mut conn)
-        .await
-        .unwrap()
+/// Waiters in the queue `key`.
+async fn queued(conn: &MultiplexedConnection, key: &str) -> usize {
+    distlock_tests::locks::queued(&mut conn.clone(), key).await
 }
 
 async fn subscribers(conn: &MultiplexedConnection, channel: &str) -> usize {
@@ -136,7 +132,7 @@ async fn hand_offs_stay_off_redissons_lock_channel() {
     let holder = locks.lock("mixed").await.unwrap();
     let first = distlock_waiter(&locks, "mixed", None);
     wait_until("the first waiter queued", GENEROUS, || async {
-        zcard(&conn, "distlock__queue:{mixed}").await == 1
+        queued(&conn, "distlock__wait:{mixed}").await == 1
     })
     .await;
     let second = distlock_waiter(
@@ -145,7 +141,7 @@ async fn hand_offs_stay_off_redissons_lock_channel() {
         None,
     );
     wait_until("both waiters queued", GENEROUS, || async {
-        zcard(&conn, "distlock__queue:{mixed}").await == 2
+        queued(&conn, "distlock__wait:{mixed}").await == 2
     })
     .await;
     let mut java = RedissonLock::new(&server.url(), "mixed", 1).await;
@@ -187,14 +183,14 @@ async fn hand_offs_stay_off_redissons_rwlock_channel() {
     .await;
     let holder = locks.write_lock("mixed_rw").await.unwrap();
     let writer = distlock_waiter(&locks, "mixed_rw", Some(true));
-    let queue = "distlock__rwqueue:{mixed_rw}";
+    let queue = "distlock__rwwait:{mixed_rw}";
     wait_until("the writer queued", GENEROUS, || async {
-        zcard(&conn, queue).await == 1
+        queued(&conn, queue).await == 1
     })
     .await;
     let reader = distlock_waiter(&locks, "mixed_rw", Some(false));
     wait_until("the reader queued", GENEROUS, || async {
-        zcard(&conn, queue).await == 2
+        queued(&conn, queue).await == 2
     })
     .await;
     let mut java = RedissonRwLock::new(&server.url(), "mixed_rw", 1).await;

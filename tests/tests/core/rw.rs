@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use distlock_tests::fault::family::run_family;
 use distlock_tests::fault::holder::HolderProcess;
-use distlock_tests::locks::{builder, client, keys_left, lock_key, wait_until, GENEROUS};
+use distlock_tests::locks::{
+    builder, client, keys_left, lock_key, queue_key, queued, wait_until, GENEROUS,
+};
 use distlock_tests::redisson::RedissonRwLock;
 use distlock_tests::RedisServer;
 use lock_core::{scope, LockError, LockMode};
@@ -94,15 +96,11 @@ async fn a_writer_is_not_starved_by_a_stream_of_readers() {
         let locks = locks.clone();
         async move { locks.read_lock("report").wait(GENEROUS).await }
     });
-    let queue = "distlock__rwqueue:{distlock:report}";
+    let queue = "distlock__rwwait:{distlock:report}";
     wait_until("a reader queued behind the writer", GENEROUS, || {
         let mut conn = conn.clone();
         async move {
-            let queued: usize = redis::cmd("ZCARD")
-                .arg(queue)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            let queued = queued(&mut conn, queue).await;
             queued >= 1
         }
     })
@@ -381,7 +379,7 @@ async fn an_exclusive_lock_of_the_name_is_busy_and_untouched() {
     let conn = server.conn().await;
     wait_until("the exclusive waiter queued", GENEROUS, || {
         let mut conn = conn.clone();
-        async move { zcard(&mut conn, "distlock__queue:{distlock:mixed}").await == 1 }
+        async move { queued(&mut conn, &queue_key("mixed")).await == 1 }
     })
     .await;
     let reader_waiting = tokio::spawn({
@@ -417,16 +415,8 @@ async fn an_exclusive_lock_of_the_name_is_busy_and_untouched() {
     );
 }
 
-async fn zcard(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> usize {
-    redis::cmd("ZCARD")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap()
-}
-
 /// Waiters in the read-write lock queue of `name` (default prefix).
 async fn rw_queued(server: &RedisServer, name: &str) -> usize {
-    let key = format!("distlock__rwqueue:{{{}}}", lock_key(name));
-    zcard(&mut server.conn().await, &key).await
+    let key = format!("distlock__rwwait:{{{}}}", lock_key(name));
+    queued(&mut server.conn().await, &key).await
 }

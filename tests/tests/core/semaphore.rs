@@ -116,15 +116,10 @@ async fn waiters_are_served_in_arrival_order() {
         }));
         // Queued (subscribed) before the next one starts.
         let conn = server.conn().await;
-        let queue = format!("distlock__semqueue:{{{}}}", lock_key("slots"));
+        let queue = format!("distlock__semwait:{{{}}}", lock_key("slots"));
         wait_until("the waiter queued", GENEROUS, || {
             let (mut conn, queue) = (conn.clone(), queue.clone());
-            async move {
-                let n: usize = redis::AsyncCommands::zcard(&mut conn, &queue)
-                    .await
-                    .unwrap();
-                n == i + 1
-            }
+            async move { distlock_tests::locks::queued(&mut conn, &queue).await == i + 1 }
         })
         .await;
     }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use distlock_tests::locks::{client, wait_until, GENEROUS};
+use distlock_tests::locks::{client, evalsha_calls, reset_stats, wait_until, GENEROUS};
 use distlock_tests::metrics::counter;
 use distlock_tests::RedisServer;
 use tokio::time::Instant;
@@ -19,6 +19,7 @@ async fn waiter_wakes_on_release() {
     let conn = server.conn().await;
     let (holder, waiter) = (client(&server.url()), client(&server.url()));
     let guard = holder.lock("wake").await.expect("holder acquires");
+    reset_stats(&mut conn.clone()).await;
     let waiting = tokio::spawn({
         let waiter = waiter.clone();
         async move {
@@ -27,9 +28,16 @@ async fn waiter_wakes_on_release() {
             (guard, Instant::now())
         }
     });
-    wait_until("the waiter subscribed", GENEROUS, || async {
-        waiter.waited_channels() == 1
-    })
+    // Subscribed, and its retry after subscribing found the lock still held: a release
+    // before that retry would be found by the retry itself, not by the message.
+    wait_until(
+        "the waiter subscribed and tried again",
+        GENEROUS,
+        || async {
+            let tries = evalsha_calls(&mut conn.clone()).await.0.unwrap_or(0);
+            waiter.waited_channels() == 1 && tries >= 2
+        },
+    )
     .await;
     let released_at = Instant::now();
     guard.release().await.expect("release");

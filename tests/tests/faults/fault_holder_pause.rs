@@ -150,17 +150,10 @@ async fn frozen_waiter_does_not_trust_a_stale_grant() {
         let args = ["hold", &server.url(), &store.url(), &name, &lease_ms].map(String::from);
         let mut waiter = HolderProcess::spawn(HOLDER, &args);
         // Queued: the waiter's entry is in the lock's queue.
-        let queue = format!("distlock__queue:{{{key}}}");
+        let queue = format!("distlock__wait:{{{key}}}");
         distlock_tests::locks::wait_until("the waiter is queued", GENEROUS, || {
             let (mut conn, queue) = (conn.clone(), queue.clone());
-            async move {
-                let n: u64 = redis::cmd("ZCARD")
-                    .arg(&queue)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                n == 1
-            }
+            async move { distlock_tests::locks::queued(&mut conn, &queue).await == 1 }
         })
         .await;
         waiter.stop();

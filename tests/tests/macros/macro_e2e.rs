@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use distlock_tests::locks::{
-    builder, client, exists, lock_key, pttl, wait_gone, wait_until, GENEROUS,
+    builder, client, exists, lock_key, pttl, queue_key, queued, wait_gone, wait_until, GENEROUS,
 };
 use distlock_tests::RedisServer;
 use lock_core::{distributed_lock, LockClient, LockError};
@@ -172,11 +172,6 @@ async fn nested_calls_on_one_key_reenter() {
         .expect("free after the outermost call");
 }
 
-/// The key of `name`'s fair queue of waiters (see lock-core's `scripts`).
-fn queue_key(name: &str) -> String {
-    format!("distlock__queue:{{{}}}", lock_key(name))
-}
-
 /// A chain of locked calls on `chain_<id>` that another owner waits behind: what happened,
 /// in order, and checks that only Redis can answer.
 struct Chain {
@@ -208,7 +203,7 @@ impl Chain {
             "{after}: owners {owners:?}, not the chain's ({})",
             self.client_id
         );
-        let queued: usize = conn.zcard(queue_key(name)).await.unwrap();
+        let queued = queued(&mut conn, &queue_key(name)).await;
         assert_eq!(queued, 1, "{after}: the other owner still waits");
     }
 }
@@ -272,7 +267,7 @@ async fn different_owner_waits_for_the_outermost_call() {
     let waiter = tokio::spawn(wait_for_chain(other, 5, Arc::clone(&chain)));
     wait_until("the other owner is queued", GENEROUS, || {
         let mut conn = conn.clone();
-        async move { conn.zcard::<_, usize>(queue_key("chain_5")).await.unwrap() == 1 }
+        async move { queued(&mut conn, &queue_key("chain_5")).await == 1 }
     })
     .await;
     chain.go.notify_one();

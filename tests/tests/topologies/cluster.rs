@@ -26,7 +26,7 @@ async fn keyslot(conn: &mut MultiplexedConnection, key: impl redis::ToRedisArgs)
         .unwrap()
 }
 
-/// Every key distlock writes for a name — lock (with its holder record), queue, deadlines —
+/// Every key distlock writes for a name — lock (with its holder record), queue —
 /// and its release channel (a shard channel) hash to the lock's slot and live on one node,
 /// whatever the bytes of the name. Read from the cluster as distlock left it, with a holder
 /// and a waiter.
@@ -70,7 +70,7 @@ async fn companion_keys_share_the_slot() {
             }
         }
         homes.dedup();
-        assert_eq!(keys, 3, "{name}: lock, queue, deadlines");
+        assert_eq!(keys, 2, "{name}: lock, queue");
         assert_eq!(
             channels, 2,
             "{name}: the waiter's release and grants shard channels"

@@ -14,8 +14,7 @@ pub(crate) static EXCLUSIVE: Kind = Kind {
     layout: Layout {
         channel_prefix: "redisson_lock__channel:",
         grants_prefix: super::GRANTS_PREFIX,
-        queue_prefix: "distlock__queue:",
-        deadlines_prefix: "distlock__waiters:",
+        queue_prefix: "distlock__wait:",
         records: None,
     },
     scripts: &SCRIPTS,

@@ -88,44 +88,47 @@ pub(crate) struct Layout {
     /// The grants channel's prefix: distlock's own where the release channel is Redisson's
     /// (Redisson decodes every message there as a number), else the release channel's.
     pub(crate) grants_prefix: &'static str,
-    /// The fair queue of waiters, by arrival. Each kind has its own, so that a waiter of
-    /// one kind is never handed a hold of another on the same name.
+    /// The fair queue of waiters: each by arrival and by liveness deadline, in one ZSET
+    /// (see `prelude.lua`). Each kind has its own, so that a waiter of one kind is never
+    /// handed a hold of another on the same name.
     pub(crate) queue_prefix: &'static str,
-    /// The waiters' liveness deadlines.
-    pub(crate) deadlines_prefix: &'static str,
-    /// A fourth key of the kind's own (a semaphore's holder records), with its Lua name;
-    /// else the fourth key is Redlock's fence floor.
+    /// A third key of the kind's own (a semaphore's holder records), with its Lua name;
+    /// else the third key is Redlock's fence floor.
     pub(crate) records: Option<(&'static str, &'static str)>,
 }
 
 /// Prefix of the grants channel of the kinds whose release channel is Redisson's.
 pub(crate) const GRANTS_PREFIX: &str = "distlock__grant:";
 
-/// Prefix of Redlock's fence floor, the fourth key of the kinds without records.
+/// Where a queue's deadline entries start: a waiter's deadline (ms, Redis clock) is kept as
+/// `LIVE_BASE − deadline`, above every arrival (µs, Redis clock: below 4.5·10¹⁵ until 2112)
+/// and exact in a double, so that one `ZADD LT` keeps a waiter's place and extends its
+/// deadline (see `prelude.lua`).
+pub(crate) const LIVE_BASE: u64 = 9_000_000_000_000_000;
+
+/// Prefix of Redlock's fence floor, the third key of the kinds without records.
 pub(crate) const FENCE_PREFIX: &str = "distlock__fence:";
 
 impl Layout {
     /// The Lua names of the keys, in the one order the kind's scripts take them.
-    pub(crate) fn key_names(&self) -> [&'static str; 4] {
-        let fourth = self.records.map_or("fence", |(name, _)| name);
-        ["key", "queue", "deadlines", fourth]
+    pub(crate) fn key_names(&self) -> [&'static str; 3] {
+        let third = self.records.map_or("fence", |(name, _)| name);
+        ["key", "queue", third]
     }
 
-    /// The Lua name of the fourth key the kind does not take (nil in its scripts).
+    /// The Lua name of the third key the kind does not take (nil in its scripts).
     pub(crate) fn absent_key(&self) -> &'static str {
         self.records.map_or("holders", |_| "fence")
     }
 
-    /// The companions' prefixes in key order: the queue, the deadlines, then the records
-    /// or (when `fenced`, under Redlock) the fence floor.
+    /// The companions' prefixes in key order: the queue, then the records or (when
+    /// `fenced`, under Redlock) the fence floor.
     pub(crate) fn companions(&self, fenced: bool) -> impl Iterator<Item = &'static str> + Clone {
-        let fourth = match self.records {
+        let third = match self.records {
             Some((_, prefix)) => Some(prefix),
             None => fenced.then_some(FENCE_PREFIX),
         };
-        [self.queue_prefix, self.deadlines_prefix]
-            .into_iter()
-            .chain(fourth)
+        std::iter::once(self.queue_prefix).chain(third)
     }
 }
 

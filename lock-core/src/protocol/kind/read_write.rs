@@ -12,8 +12,7 @@ use crate::protocol::scripts::LockScript;
 const LAYOUT: Layout = Layout {
     channel_prefix: "redisson_rwlock:",
     grants_prefix: super::GRANTS_PREFIX,
-    queue_prefix: "distlock__rwqueue:",
-    deadlines_prefix: "distlock__rwwaiters:",
+    queue_prefix: "distlock__rwwait:",
     records: None,
 };
 

@@ -18,8 +18,7 @@ pub(crate) static SEMAPHORE: Kind = Kind {
     layout: Layout {
         channel_prefix: "distlock__semaphore:",
         grants_prefix: "distlock__semaphore:",
-        queue_prefix: "distlock__semqueue:",
-        deadlines_prefix: "distlock__semwaiters:",
+        queue_prefix: "distlock__semwait:",
         records: Some(("holders", HOLDERS_PREFIX)),
     },
     scripts: &SCRIPTS,

@@ -1,5 +1,5 @@
 -- ACQUIRE: takes the lock for an owner, or queues the owner as a waiter.
--- KEYS: key, queue, deadlines, and fence under Redlock only.
+-- KEYS: key, queue, and fence under Redlock only.
 -- ARGV: lease_ms, owner, meta (holder metadata: service, host, pid and request id joined by
 --       byte 31, '' for none), waiter_ttl_ms (0: do not queue), publish ('publish' or
 --       'spublish').
@@ -48,14 +48,11 @@ else
 end
 local ttl = tonumber(waiter_ttl_ms)
 if ttl > 0 then
+  -- The prelude's `enqueue`, inline: queued by arrival, or refreshed (its place kept).
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  -- Strictly in arrival order: waiters queued within one millisecond are not ordered by
-  -- their members' bytes (a retry keeps its place: NX).
-  local last = redis.call('zrange', queue, -1, -1, 'WITHSCORES')[2]
-  redis.call('zadd', queue, 'NX', math.max(now, (tonumber(last) or 0) + 1), me)
-  redis.call('zadd', deadlines, now + ttl, me)
+  redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
+    LIVE_BASE - now - ttl, '~' .. me)
   redis.call('pexpire', queue, ttl)
-  redis.call('pexpire', deadlines, ttl)
 end
 -- The holder's token is read from its record by the client: a grant with a token not
 -- above it was already superseded.

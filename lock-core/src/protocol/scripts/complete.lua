@@ -1,6 +1,6 @@
 -- COMPLETE: stores an idempotency record and releases its in-flight hold, in one step, and
 -- only while the hold is still the one its caller was granted.
--- KEYS: key, queue, deadlines, record. The record takes the fourth place, Redlock's fence:
+-- KEYS: key, queue, record. The record takes the third place, Redlock's fence:
 --       records are not kept under Redlock (refused before any call), so there is no fence.
 -- ARGV: owner, token (the hold's fencing token), lease_ms, publish ('publish' or
 --       'spublish'), value (the record), retention_ms (its TTL).

@@ -1,6 +1,6 @@
 -- FORCE_RELEASE: deletes the lock whoever holds it (its holder record goes with it), then
 -- hands it to the next waiter or publishes RELEASE_MESSAGE.
--- KEYS: key, queue, deadlines, and fence under Redlock only.
+-- KEYS: key, queue, and fence under Redlock only.
 -- ARGV: publish ('publish' or 'spublish').
 -- Returns 0 when there was no lock, 1 when it was deleted, 2 when it was deleted and handed
 -- to a waiter.

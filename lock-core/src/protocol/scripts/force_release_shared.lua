@@ -2,7 +2,7 @@
 -- semaphore's records), then publishes RELEASE_MESSAGE on its channel: its queued waiters
 -- retry at once and are granted in their order. (Readers' timeout keys expire with their
 -- lease.)
--- KEYS: key, queue, deadlines, and a semaphore's holders.
+-- KEYS: key, queue, and a semaphore's holders.
 -- ARGV: publish ('publish' or 'spublish').
 -- Returns 0 when there was nothing to delete, 1 when it was deleted.
 if redis.call('exists', key) == 0 then

@@ -61,7 +61,7 @@ pub(crate) fn complete(
     let keys = hold.keys.in_key_order();
     debug_assert_eq!(
         keys.clone().count(),
-        3,
+        2,
         "no fence: records are not kept under Redlock"
     );
     let bytes = keys.clone().map(|(p, k)| p.len() + k.len()).sum::<usize>()
@@ -69,7 +69,7 @@ pub(crate) fn complete(
         + args.iter().map(Arg::room).sum::<usize>()
         + value.len()
         + 20;
-    let mut call = Call::new(&COMPLETE.script, 4, args.len() + 2, bytes);
+    let mut call = Call::new(&COMPLETE.script, 3, args.len() + 2, bytes);
     for (prefix, rest) in keys {
         call.key(&[prefix.as_bytes(), rest]);
     }

@@ -1,5 +1,5 @@
 -- INSPECT: a consistent snapshot of one lock of any kind; reads only.
--- KEYS: key, queue, deadlines, and fence under Redlock only.
+-- KEYS: key, queue, and fence under Redlock only.
 -- ARGV: none.
 -- Returns {type of the lock key, the owners and hold counts (for a lock or read-write lock
 -- its hash's counts, for a semaphore each live permit's owner with 1), pttl, the holder's
@@ -60,6 +60,8 @@ elseif kind == 'zset' and redis.call('exists', HOLDERS_PREFIX .. '{' .. key .. '
     record = record or rec or nil
   end
 end
-local waiters = redis.call('zcount', deadlines, '(' .. now, '+inf')
+-- Live waiters: deadline entries (above LIVE_BASE / 2, where arrivals never reach) whose
+-- deadline has not passed.
+local waiters = redis.call('zcount', queue, LIVE_BASE / 2, '(' .. string.format('%d', LIVE_BASE - now))
 return {kind, owners, redis.call('pttl', key), token_of(record), waiters,
   holder_fields(record), mode, holdings}

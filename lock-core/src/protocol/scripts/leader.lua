@@ -1,5 +1,5 @@
 -- LEADER: who leads an election now, in one snapshot; reads only.
--- KEYS: key, queue, deadlines.
+-- KEYS: key, queue.
 -- ARGV: none.
 -- Returns {pttl, the holder's token (0: none), the holder's owner ('' : none), 1 when a
 -- value is proclaimed else 0, the value or '', then the holder fields (owner, service,

@@ -1,11 +1,18 @@
--- Shared by the scripts of one lock: inserted at the `-- @prelude` line of each script, on
--- the branches that need it (a hand-off, a free lock with waiters, the rare paths), so
--- that the uncontended path and the busy answer define none of it: every function here is
--- created afresh on each call that passes the marker. Before it, the generated header
+-- Shared by the scripts of one lock. Each `-- @prelude` line of a script, on the branches
+-- that need helpers (a hand-off, a free lock with waiters, the rare paths), takes the
+-- functions below that the code after it calls first (scripts.rs links them), so that the
+-- uncontended path and the exclusive lock's busy answer define none: Lua creates every
+-- function of a script afresh on each call that passes its definition. The generated header
 -- (see scripts.rs) defines the lock's keys as locals in the one order all scripts take —
---   key, queue, deadlines, fence = KEYS[1] .. KEYS[4]
+--   key, queue, fence = KEYS[1] .. KEYS[3]
 -- where `fence` is only given under Redlock (nil otherwise) — and the constants
--- HOLDER_FIELD, CHANNEL_PREFIX, GRANTS_PREFIX, GRANT_PREFIX and RELEASE_MESSAGE.
+-- HOLDER_FIELD, LIVE_BASE, CHANNEL_PREFIX, GRANTS_PREFIX, GRANT_PREFIX and RELEASE_MESSAGE.
+--
+-- The queue is one ZSET holding each waiter twice: its member `m` scored by arrival (the
+-- Redis clock in µs, so ZPOPMIN takes the head) and `'~' .. m` scored LIVE_BASE − its
+-- liveness deadline (ms), which sorts after every arrival. One `ZADD LT` of both queues a
+-- waiter or refreshes it: a later arrival is not lower, so its place is kept; a later
+-- deadline is, so it is extended. The two entries always go together.
 --
 -- The lock is Redisson's hash `owner -> hold count`, plus one field HOLDER_FIELD holding
 -- the hold's record: its fencing token, owner and, when recorded, service, host, pid and
@@ -42,6 +49,24 @@ local function floor_of(previous)
   end
   return previous
 end
+-- Queues waiter `me` at Redis time `t`, alive for `ttl` ms, or refreshes it (see above);
+-- the queue lives as long as its last waiter.
+local function enqueue(me, t, ttl)
+  redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
+    LIVE_BASE - ms_of(t) - ttl, '~' .. me)
+  redis.call('pexpire', queue, ttl)
+end
+-- True when the waiter `head`, just taken off the queue, was alive at `now` (ms); its
+-- deadline goes too.
+local function alive(head, now)
+  local live = redis.call('zscore', queue, '~' .. head)
+  redis.call('zrem', queue, '~' .. head)
+  return live and LIVE_BASE - tonumber(live) > now
+end
+-- Takes waiter `me` out of the queue.
+local function dequeue(me)
+  redis.call('zrem', queue, me, '~' .. me)
+end
 -- A waiter's queue member: `<lease ms>|<owner>|<metadata>`, so a hand-off can set the
 -- waiter's own lease and holder record (owners never contain `|`; only the first two count).
 local function member(lease_ms, owner, meta)
@@ -68,9 +93,7 @@ local function grant_next(t, floor, skip, publish, head)
   for _ = 1, 64 do
     head = head or redis.call('zpopmin', queue)[1]
     if not head then return nil end
-    local deadline = redis.call('zscore', deadlines, head)
-    redis.call('zrem', deadlines, head)
-    if deadline and tonumber(deadline) > now then
+    if alive(head, now) then
       local lease_ms, owner, meta = string.match(head, '^(%d+)|([^|]*)|?(.*)$')
       local token = grant(owner, meta, lease_ms, t, floor)
       if head ~= skip then

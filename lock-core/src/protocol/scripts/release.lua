@@ -1,5 +1,5 @@
 -- RELEASE: releases an owner's hold, or takes its entry out of the queue.
--- KEYS: key, queue, deadlines, and fence under Redlock only.
+-- KEYS: key, queue, and fence under Redlock only.
 -- ARGV: owner, lease_ms, publish ('publish' or 'spublish'), and meta (the holder metadata
 --       its acquisition sent, which makes its queue member) only when the owner may still
 --       be queued (an acquisition dropped while it waited).
@@ -29,8 +29,7 @@ end
 if holds <= 0 then
   if meta then
     local me = lease_ms .. '|' .. owner .. '|' .. meta
-    redis.call('zrem', queue, me)
-    redis.call('zrem', deadlines, me)
+    redis.call('zrem', queue, me, '~' .. me)
   end
   return 0
 end

@@ -1,5 +1,5 @@
 -- RW_ACQUIRE: takes a side of a read-write lock for an owner, or queues the owner.
--- KEYS: key, queue, deadlines (fence: never; read-write locks are refused under Redlock).
+-- KEYS: key, queue (fence: never; read-write locks are refused under Redlock).
 -- ARGV: lease_ms, owner (a writer's ends in ':write'), meta (holder metadata, '' for none),
 --       waiter_ttl_ms (0: do not queue), publish ('publish' or 'spublish'), side ('read' or
 --       'write').
@@ -32,6 +32,18 @@ if not mode and (present == 2 or redis.call('exists', key) == 1) then
 end
 -- @prelude
 local t = redis.call('time')
+local me = member(lease_ms, owner, meta)
+local ttl = tonumber(waiter_ttl_ms)
+if mode == 'write' and not mine then
+  -- Another writer holds it, and while it does (its hold lives as long as the hash) nothing
+  -- can be granted: the busy path, first, with only its own helpers defined.
+  local _, _, top, record = holds()
+  if ttl > 0 then
+    enqueue(me, t, ttl)
+  end
+  return busy(top, record)
+end
+-- @prelude
 local now = ms_of(t)
 if mine then
   -- Already ours (a retry after a lost reply).
@@ -48,11 +60,10 @@ end
 if side == 'read' and mode == 'read' and present == 1 then
   return {1, grant_side(owner, meta, lease_ms, t, 0, false)}
 end
-local me = member(lease_ms, owner, meta)
 local readers, writers, top, record = holds()
 if mode ~= 'write' then
-  -- Readers hold it, or nobody: dead readers go, then the queue's head and the caller may
-  -- fit. (While a writer holds it — its hold lives as long as the hash — nothing can.)
+  -- Readers hold it, or nobody (a writer's hold returned above): dead readers go, then the
+  -- queue's head and the caller may fit.
   local held = prune_readers(readers, writers)
   if not held then
     -- Every holder died: the lock is free (their records go with the hash).
@@ -75,14 +86,7 @@ if mode ~= 'write' then
     _, _, top, record = holds()
   end
 end
-local ttl = tonumber(waiter_ttl_ms)
 if ttl > 0 then
-  -- Strictly in arrival order: waiters queued within one millisecond are not ordered by
-  -- their members' bytes (a retry keeps its place: NX).
-  local last = redis.call('zrange', queue, -1, -1, 'WITHSCORES')[2]
-  redis.call('zadd', queue, 'NX', math.max(now, (tonumber(last) or 0) + 1), me)
-  redis.call('zadd', deadlines, now + ttl, me)
-  redis.call('pexpire', queue, ttl)
-  redis.call('pexpire', deadlines, ttl)
+  enqueue(me, t, ttl)
 end
 return busy(top, record)

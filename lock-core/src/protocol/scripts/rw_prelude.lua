@@ -83,15 +83,23 @@ local function grant_waiting(t, floor, skip, publish, free, reading)
   local token_of_skip, granted = nil, 0
   for _ = 1, 64 do
     if not (free or reading) then break end
-    local head = redis.call('zrange', queue, 0, 0)[1]
+    -- A free lock takes whoever is at the head (granted, or dropped when dead): popped.
+    local head
+    if free then
+      head = redis.call('zpopmin', queue)[1]
+    else
+      head = redis.call('zrange', queue, 0, 0)[1]
+    end
     if not head then break end
-    local alive = tonumber(redis.call('zscore', deadlines, head) or '0') > now
     local lease_ms, owner, meta = string.match(head, '^(%d+)|([^|]*)|?(.*)$')
     local writer = owner and is_writer(owner)
-    if alive and owner and not (free or (reading and not writer)) then break end
-    redis.call('zrem', queue, head)
-    redis.call('zrem', deadlines, head)
-    if alive and owner then
+    if not free then
+      -- Readers hold it: a live writer at the head waits, and stops the readers behind it.
+      local live = writer and redis.call('zscore', queue, '~' .. head)
+      if live and LIVE_BASE - tonumber(live) > now then break end
+      redis.call('zrem', queue, head)
+    end
+    if alive(head, now) and owner then
       local token = grant_side(owner, meta, lease_ms, t, floor, free)
       granted = granted + 1
       if head == skip then
@@ -103,6 +111,18 @@ local function grant_waiting(t, floor, skip, publish, free, reading)
     end
   end
   return token_of_skip, granted, free, reading
+end
+-- Hands the lock, which nobody holds any more, to the waiters at the head of the queue
+-- (with tokens above `floor`), or publishes its release (Redisson's message for a writer
+-- after a writer). Answers as RELEASE: 3 handed over, 1 released.
+local function hand_over(t, floor, writer)
+  redis.call('del', key)
+  local _, granted = grant_waiting(t, floor, '', publish, true, false)
+  if granted > 0 then
+    return 3
+  end
+  redis.call(publish, channel(), writer and WRITE_RELEASE_MESSAGE or RELEASE_MESSAGE)
+  return 1
 end
 -- The busy answer: the lock's TTL, the highest token of its holds and a holder's record
 -- (the client reads the fields from it).

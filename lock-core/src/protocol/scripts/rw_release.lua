@@ -1,6 +1,6 @@
 -- RW_RELEASE: releases an owner's side of a read-write lock, or takes its entry out of the
 -- queue.
--- KEYS: key, queue, deadlines.
+-- KEYS: key, queue.
 -- ARGV: owner (a writer's ends in ':write'), lease_ms, publish ('publish' or 'spublish'),
 --       and meta (the holder metadata its acquisition sent) only when the owner may still
 --       be queued.
@@ -27,12 +27,20 @@ if size == 3 and not queued then
   return 1
 end
 -- @prelude
+local floor = token_of(state[2])
+if size == 3 then
+  -- The only hold ends, with waiters queued: the hand-off, first, with only its own helpers
+  -- defined.
+  if not writer then
+    redis.call('del', timeout_key(owner, 1))
+  end
+  return hand_over(redis.call('time'), floor, writer)
+end
+-- @prelude
 local holds_now = tonumber(count or '0')
 if holds_now <= 0 then
   if meta then
-    local me = member(lease_ms, owner, meta)
-    redis.call('zrem', queue, me)
-    redis.call('zrem', deadlines, me)
+    dequeue(member(lease_ms, owner, meta))
   end
   return 0
 end
@@ -43,38 +51,27 @@ if holds_now > 1 then
   end
   return 2
 end
-local floor = token_of(state[2])
+-- One hold of several ends.
 if not writer then
   redis.call('del', timeout_key(owner, 1))
 end
-if size ~= 3 then
-  redis.call('hdel', key, owner, record_field(owner))
-  if not writer and not queued then
-    -- Other holds remain and nobody waits: nothing to hand on, no need to read every hold
-    -- (dead readers go with the hash's TTL, or at the next contended call).
-    return 1
-  end
+redis.call('hdel', key, owner, record_field(owner))
+if not writer and not queued then
+  -- Other holds remain and nobody waits: nothing to hand on, no need to read every hold
+  -- (dead readers go with the hash's TTL, or at the next contended call).
+  return 1
 end
 local t = redis.call('time')
--- The only hold ending (with waiters queued) frees the lock: no other hold to read.
-if size ~= 3 then
-  local readers, writers, top = holds()
-  floor = math.max(top, floor)
-  if prune_readers(readers, writers) then
-    local reading = next(writers) == nil
-    if reading then
-      -- A writer's own read holds (Redisson's) remain: the lock is now read-locked.
-      redis.call('hset', key, 'mode', 'read')
-    end
-    grant_waiting(t, floor, '', publish, false, reading)
-    return 1
+local readers, writers, top = holds()
+floor = math.max(top, floor)
+if prune_readers(readers, writers) then
+  local reading = next(writers) == nil
+  if reading then
+    -- A writer's own read holds (Redisson's) remain: the lock is now read-locked.
+    redis.call('hset', key, 'mode', 'read')
   end
+  grant_waiting(t, floor, '', publish, false, reading)
+  return 1
 end
--- Nobody holds it now (its only hold ended, or every other holder died).
-redis.call('del', key)
-local _, granted = grant_waiting(t, floor, '', publish, true, false)
-if granted > 0 then
-  return 3
-end
-redis.call(publish, channel(), writer and WRITE_RELEASE_MESSAGE or RELEASE_MESSAGE)
-return 1
+-- Every other holder died: nobody holds it now.
+return hand_over(t, floor, writer)

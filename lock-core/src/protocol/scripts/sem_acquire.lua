@@ -1,5 +1,5 @@
 -- SEM_ACQUIRE: gives an owner one permit of a semaphore, or queues it as a waiter.
--- KEYS: key (holders by expiry), queue, deadlines, holders (records).
+-- KEYS: key (holders by expiry), queue, holders (records).
 -- ARGV: lease_ms, owner, meta (holder metadata, '' for none), waiter_ttl_ms (0: do not
 --       queue), publish ('publish' or 'spublish'), capacity (the caller's permits).
 -- A permit is granted while fewer than the caller's capacity are held and no live waiter is
@@ -20,13 +20,39 @@ if redis.call('exists', key, queue) == 0 then
   redis.call('pexpire', holders, lease_ms)
   return {1, tonumber(token)}
 end
--- @prelude
 local t = redis.call('time')
-local now = ms_of(t)
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- The first permit to expire: whether any died, and the busy answer's.
 local first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
+local held, mine
+if not (first[2] and tonumber(first[2]) <= now) then
+  -- No permit expired. The busy path, inline (it runs once per contended acquisition): the
+  -- caller holds no permit and does not fit, and every change of the holds ran the
+  -- hand-off, so nobody queued fits either (waiters of one capacity; see grant_waiting).
+  held = redis.call('zcard', key)
+  if held >= tonumber(capacity) then
+    mine = redis.call('zscore', key, owner)
+    if not mine then
+      local ttl = tonumber(waiter_ttl_ms)
+      if ttl > 0 then
+        -- The prelude's `enqueue` and `sem_member`, inline.
+        local me = lease_ms .. ':' .. capacity .. '|' .. owner .. '|' .. meta
+        redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
+          LIVE_BASE - now - ttl, '~' .. me)
+        redis.call('pexpire', queue, ttl)
+      end
+      return {0, tonumber(first[2]) - now, 0, redis.call('hget', holders, first[1])}
+    end
+  end
+end
+-- @prelude
 local changed = prune(now, first)
-local mine = redis.call('zscore', key, owner)
+if changed then
+  held = nil
+end
+if mine == nil then
+  mine = redis.call('zscore', key, owner)
+end
 if mine then
   -- Already ours (a retry after a lost reply).
   if tonumber(mine) < now + tonumber(lease_ms) then
@@ -36,8 +62,13 @@ if mine then
   return {1, token_of(redis.call('hget', holders, owner))}
 end
 local me = sem_member(lease_ms, capacity, owner, meta)
-local held = redis.call('zcard', key)
-local token, granted, waiting = grant_waiting(t, me, publish, held)
+held = held or redis.call('zcard', key)
+-- As on the busy path above: unless permits just expired, nobody queued fits while the
+-- caller does not.
+local token, granted, waiting = nil, 0, true
+if changed or held < tonumber(capacity) then
+  token, granted, waiting = grant_waiting(t, me, publish, held)
+end
 if not token and not waiting and held + granted < tonumber(capacity) then
   token = give(owner, meta, lease_ms, t, 0)
 end
@@ -49,13 +80,7 @@ if token then
 end
 local ttl = tonumber(waiter_ttl_ms)
 if ttl > 0 then
-  -- Strictly in arrival order: waiters queued within one millisecond are not ordered by
-  -- their members' bytes (a retry keeps its place: NX).
-  local last = redis.call('zrange', queue, -1, -1, 'WITHSCORES')[2]
-  redis.call('zadd', queue, 'NX', math.max(now, (tonumber(last) or 0) + 1), me)
-  redis.call('zadd', deadlines, now + ttl, me)
-  redis.call('pexpire', queue, ttl)
-  redis.call('pexpire', deadlines, ttl)
+  enqueue(me, t, ttl)
 end
 if changed or granted > 0 then
   first = redis.call('zrange', key, 0, 0, 'WITHSCORES')

@@ -38,35 +38,39 @@ local function give(owner, meta, lease_ms, t, floor)
 end
 -- Grants permits to the waiters at the head of the queue, in arrival order (with rising
 -- tokens), while fewer than the head's own capacity are held (`held` of them now, counted
--- here as permits are given: no ZCARD per waiter); drops dead waiters. Publishes each
--- grant unless the grantee is the member `skip`. `head`: the queue's first member when the
--- caller already read it (else nil). Returns the token granted to `skip` (or nil), how
--- many were granted, and whether a waiter is left.
-local function grant_waiting(t, skip, publish, held, head)
+-- here as permits are given: no ZCARD per waiter); drops the dead waiters it takes. It
+-- stops at a head that does not fit, alive or not: a deadline is read only for a waiter
+-- that would be granted (a dead head goes at a later hand-off). Publishes each grant
+-- unless the grantee is the member `skip`. `popped`: the queue's head {member, arrival}
+-- when the caller already took it off (it goes back if it does not fit), else nil. Returns
+-- the token granted to `skip` (or nil), how many were granted, whether a waiter is left,
+-- and the longest lease given (ms, 0 for none).
+local function grant_waiting(t, skip, publish, held, popped)
   local now = ms_of(t)
-  local token_of_skip, granted, last = nil, 0, 0
+  local token_of_skip, granted, last, longest = nil, 0, 0, 0
   for _ = 1, 64 do
-    head = head or redis.call('zrange', queue, 0, 0)[1]
-    if not head then return token_of_skip, granted, false end
-    local lease_ms, capacity, owner, meta = string.match(head, '^(%d+):(%d+)|([^|]*)|?(.*)$')
-    local alive = tonumber(redis.call('zscore', deadlines, head) or '0') > now
-    if alive and capacity and held >= tonumber(capacity) then
-      return token_of_skip, granted, true
+    local head = popped or redis.call('zrange', queue, 0, 0)
+    local m = head[1]
+    if not m then return token_of_skip, granted, false, longest end
+    local lease_ms, capacity, owner, meta = string.match(m, '^(%d+):(%d+)|([^|]*)|?(.*)$')
+    if capacity and held >= tonumber(capacity) then
+      if popped then redis.call('zadd', queue, popped[2], m) end
+      return token_of_skip, granted, true, longest
     end
-    redis.call('zrem', queue, head)
-    redis.call('zrem', deadlines, head)
-    if alive and capacity then
+    if not popped then redis.call('zrem', queue, m) end
+    popped = nil
+    if alive(m, now) and capacity then
       local token = give(owner, meta, lease_ms, t, last)
       granted, last, held = granted + 1, token, held + 1
-      if head == skip then
+      longest = math.max(longest, tonumber(lease_ms))
+      if m == skip then
         token_of_skip = token
       else
         redis.call(publish, grant_channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
       end
     end
-    head = nil
   end
-  return token_of_skip, granted, true
+  return token_of_skip, granted, true, longest
 end
 -- The busy answer: the time until the first permit expires (`first`, a ZRANGE 0 0
 -- WITHSCORES answer), 0, and its holder's record (the client reads token and fields).

@@ -1,6 +1,6 @@
 -- SEM_TOUCH: writes the semaphore again — a write even when nothing changes — so that
 -- `WAIT` on this connection counts the owner's permit (see replicas.rs).
--- KEYS: key (holders by expiry), queue, deadlines, holders (records).
+-- KEYS: key (holders by expiry), queue, holders (records).
 -- ARGV: owner (the permit keeps the expiry it was granted).
 -- Returns the permit's remaining ms, or 0 when the owner holds no live permit.
 local t = redis.call('time')
