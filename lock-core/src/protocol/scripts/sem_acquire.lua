@@ -31,7 +31,10 @@ if not (first[2] and tonumber(first[2]) <= now) then
   -- hand-off, so nobody queued fits either (waiters of one capacity; see grant_waiting).
   held = redis.call('zcard', key)
   if held >= tonumber(capacity) then
-    mine = redis.call('zscore', key, owner)
+    -- Whether the caller holds a permit (every permit has its record), and the busy
+    -- answer's record, in one call.
+    local records = redis.call('hmget', holders, owner, first[1])
+    mine = records[1]
     if not mine then
       local ttl = tonumber(waiter_ttl_ms)
       if ttl > 0 then
@@ -41,7 +44,7 @@ if not (first[2] and tonumber(first[2]) <= now) then
           LIVE_BASE - now - ttl, '~' .. me)
         redis.call('pexpire', queue, ttl)
       end
-      return {0, tonumber(first[2]) - now, 0, redis.call('hget', holders, first[1])}
+      return {0, tonumber(first[2]) - now, 0, records[2]}
     end
   end
 end
@@ -54,10 +57,8 @@ if mine == nil then
   mine = redis.call('zscore', key, owner)
 end
 if mine then
-  -- Already ours (a retry after a lost reply).
-  if tonumber(mine) < now + tonumber(lease_ms) then
-    redis.call('zadd', key, now + tonumber(lease_ms), owner)
-  end
+  -- Already ours (a retry after a lost reply): its expiry moves on, never back.
+  redis.call('zadd', key, 'GT', now + tonumber(lease_ms), owner)
   expire_at_latest(now)
   return {1, token_of(redis.call('hget', holders, owner))}
 end

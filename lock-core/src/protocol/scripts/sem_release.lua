@@ -14,21 +14,20 @@ if removed == 1 and not head[1] then
   return 1
 end
 -- @prelude
-if removed == 0 then
-  if meta then
-    dequeue(sem_member(lease_ms, capacity, owner, meta))
+if removed == 1 then
+  -- The hand-off.
+  redis.call('hdel', holders, owner)
+  local t = redis.call('time')
+  local now = ms_of(t)
+  local held = redis.call('zcard', key)
+  if held > 0 and prune(now, redis.call('zrange', key, 0, 0, 'WITHSCORES')) then
+    held = redis.call('zcard', key)
   end
-  return 0
-end
-redis.call('hdel', holders, owner)
-local t = redis.call('time')
-local now = ms_of(t)
-local held = redis.call('zcard', key)
-if held > 0 and prune(now, redis.call('zrange', key, 0, 0, 'WITHSCORES')) then
-  held = redis.call('zcard', key)
-end
-local _, granted, _, longest = grant_waiting(t, '', publish, held, head)
-if granted > 0 then
+  local _, granted, _, longest = grant_waiting(t, '', publish, held, head)
+  if granted == 0 then
+    redis.call(publish, channel(), RELEASE_MESSAGE)
+    return 1
+  end
   if held == 0 then
     -- Both keys went with the last permit: the grants made them afresh.
     redis.call('pexpire', key, longest)
@@ -38,5 +37,8 @@ if granted > 0 then
   end
   return 3
 end
-redis.call(publish, channel(), RELEASE_MESSAGE)
-return 1
+-- @prelude
+if meta then
+  dequeue(sem_member(lease_ms, capacity, owner, meta))
+end
+return 0
