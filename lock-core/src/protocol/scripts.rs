@@ -664,7 +664,10 @@ mod tests {
             let prelude = format!("{PRELUDE}{}", kind.prelude);
             let helpers = helpers(&prelude);
             assert!(helpers.len() > 10, "{} helpers", helpers.len());
-            for (name, body) in BODIES.iter().filter(|(n, _)| *n != "prelude") {
+            // COMPLETE (idempotency keys) hands over as RELEASE does.
+            let complete = ("complete", include_str!("scripts/complete.lua"));
+            let bodies = BODIES.iter().filter(|(n, _)| *n != "prelude");
+            for (name, body) in bodies.chain([&complete]) {
                 let script = assemble(body, kind, &[], false);
                 let code: String = script
                     .lines()
