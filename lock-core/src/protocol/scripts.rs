@@ -51,7 +51,9 @@ pub(crate) const PRELUDE: &str = include_str!("scripts/prelude.lua");
 const MIGRATING: &str = include_str!("scripts/migrating.lua");
 
 /// Where a script takes the prelude's helpers: after its uncontended path, and again before
-/// a branch that needs more than the branches above it.
+/// a branch that needs more than the branches above it. Helpers are Lua locals: a marker
+/// inside a block defines them for that block only (ACQUIRE's one marker is in the branch
+/// that uses them), so a marker with code after it outside its block is at the top level.
 const PRELUDE_AT: &str = "-- @prelude\n";
 
 /// The generated start of every script of one lock of `kind`: its keys and `args` as named
