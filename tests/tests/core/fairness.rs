@@ -128,3 +128,63 @@ async fn missed_grant_is_found_by_retry() {
     assert!(got.is_held());
     got.release().await.unwrap();
 }
+
+/// A waiter's periodic retry keeps its place in the queue and moves its liveness deadline on
+/// (one `ZADD LT` of both entries): its arrival score stays, its deadline entry's score
+/// (`LIVE_BASE − deadline`) drops.
+#[tokio::test]
+async fn a_waiting_retry_keeps_its_place_and_extends_its_deadline() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = client(&server.url());
+    let guard = locks.lock("refresh").await.unwrap();
+    let waiter = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.lock("refresh").wait(Duration::from_secs(60)).await }
+    });
+    let queue = queue_key("refresh");
+    let entries = |mut conn: redis::aio::MultiplexedConnection| {
+        let queue = queue.clone();
+        async move {
+            let scored: Vec<(String, u64)> = redis::cmd("ZRANGE")
+                .arg(&queue)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            scored
+        }
+    };
+    wait_until("the waiter queued", GENEROUS, || {
+        let mut conn = conn.clone();
+        let queue = queue.clone();
+        async move { queued(&mut conn, &queue).await == 1 }
+    })
+    .await;
+    let first = entries(conn.clone()).await;
+    assert_eq!(first.len(), 2, "{first:?}: an arrival and a deadline");
+    assert_eq!(first[1].0, format!("~{}", first[0].0), "{first:?}");
+    // The waiter retries once it has subscribed, then every 2 s while it waits.
+    wait_until("the waiter's retry moved its deadline on", GENEROUS, || {
+        let (conn, first) = (conn.clone(), first.clone());
+        let entries = &entries;
+        async move {
+            let now = entries(conn).await;
+            now.len() == 2 && now[1].1 < first[1].1
+        }
+    })
+    .await;
+    let now = entries(conn.clone()).await;
+    assert_eq!(now[0], first[0], "the retry moved the waiter in the queue");
+    guard.release().await.unwrap();
+    let next = tokio::time::timeout(GENEROUS, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(next.is_held());
+    assert_eq!(queued(&mut conn, &queue).await, 0);
+    next.release().await.unwrap();
+}
