@@ -161,7 +161,7 @@ pub fn check(
                 continue;
             };
             let prefix: Vec<String> = ids[..=pos].iter().map(u64::to_string).collect();
-            let start = last_event_of(records, op).unwrap_or(0);
+            let start = unrecorded_write_start(records, op, name);
             accesses.push(Access {
                 start,
                 end,
@@ -174,8 +174,16 @@ pub fn check(
     found
 }
 
-fn last_event_of(records: &[Record], op: u64) -> Option<u64> {
-    records.iter().rev().find(|r| r.op == op).map(|r| r.t)
+/// The earliest moment a write of `op` to `name` that the history does not show can have
+/// been sent: once the op's read of that register answered (every write is the second half
+/// of a read-modify-write). Not the op's last event: an op whose hold was lost has its
+/// body, and so a write in flight, dropped, and goes on to log `lost` and its completion
+/// after the write reached the resource.
+fn unrecorded_write_start(records: &[Record], op: u64, name: &str) -> u64 {
+    let read_of = |r: &&Record| {
+        r.op == op && matches!(&r.ev, Event::Register { name: n, write: false, .. } if n == name)
+    };
+    records.iter().rev().find(read_of).map_or(0, |r| r.t)
 }
 
 fn simple(name: &str, op: u64, t: u64, what: String) -> Violation {
@@ -325,5 +333,54 @@ mod tests {
         ];
         linearizable("n", stale, &mut found);
         assert_eq!(found.violations.len(), 1);
+    }
+
+    /// A holder frozen right after sending its write loses its hold and has its body (the
+    /// write in flight) dropped: the resource applied the write, the history never shows
+    /// it, and the op logs `lost` later. The next holder's read of that value is
+    /// linearizable: the unrecorded write may have been sent as soon as the op's read
+    /// answered (seed 604 of the Redlock harness, before this was fixed, took the op's last
+    /// event, `lost`, as its earliest send and reported the read).
+    #[test]
+    fn a_write_dropped_in_flight_counts_from_its_read() {
+        let (a, b) = ((1u64 << 32) | 1, (2u64 << 32) | 1);
+        let access = |t: u64, op: u64, token: u64, write: bool, value: &str| Record {
+            t,
+            p: (op >> 32) as u32,
+            op,
+            ev: Event::Register {
+                name: "x".to_owned(),
+                token,
+                write,
+                sent: t - 1,
+                digest: digest(value),
+                outcome: Outcome::Ok,
+            },
+        };
+        let (only_a, both) = (a.to_string(), format!("{a},{b}"));
+        let mut records = vec![
+            access(10, a, 5, false, ""),
+            access(30, b, 7, false, &only_a),
+            access(40, b, 7, true, &both),
+            Record {
+                t: 50,
+                p: 1,
+                op: a,
+                ev: Event::Lost,
+            },
+        ];
+        let dumps = BTreeMap::from([(
+            "x".to_owned(),
+            Dump {
+                value: both.clone(),
+                log: vec![(5, a), (7, b)],
+            },
+        )]);
+        let found = check(&records, &dumps, &HashMap::new());
+        assert!(found.violations.is_empty(), "{:?}", found.violations);
+        // Control: a read of that value before the op's own read answered is not.
+        records[1] = access(8, b, 7, false, &only_a);
+        let found = check(&records, &dumps, &HashMap::new());
+        assert_eq!(found.violations.len(), 1, "{:?}", found.violations);
     }
 }
