@@ -7,7 +7,10 @@ use distlock_tests::locks::{
     client, exists, lock_key, queue_key, queue_waiter, queued, wait_until, GENEROUS,
 };
 use distlock_tests::RedisServer;
+use lock_core::{LockError, LockGuard};
+use redis::aio::MultiplexedConnection;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 /// Five waiters queued one after another acquire in that order.
 #[tokio::test]
@@ -81,15 +84,7 @@ async fn departed_and_dead_waiters_are_skipped() {
         async move { queued(&mut conn, queue).await == 2 }
     })
     .await;
-    guard.release().await.unwrap();
-    let next = tokio::time::timeout(GENEROUS, waiter)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert!(next.is_held());
-    assert_eq!(queued(&mut conn, queue).await, 0);
-    next.release().await.unwrap();
+    hand_over(guard, waiter, &mut conn, queue).await;
     assert!(!exists(&mut conn, &lock_key("skip")).await);
 }
 
@@ -178,6 +173,17 @@ async fn a_waiting_retry_keeps_its_place_and_extends_its_deadline() {
     .await;
     let now = entries(conn.clone()).await;
     assert_eq!(now[0], first[0], "the retry moved the waiter in the queue");
+    hand_over(guard, waiter, &mut conn, &queue).await;
+}
+
+/// Releases `guard`, which hands the lock to the one `waiter` left in `queue`, then releases
+/// the waiter's hold.
+async fn hand_over(
+    guard: LockGuard,
+    waiter: JoinHandle<Result<LockGuard, LockError>>,
+    conn: &mut MultiplexedConnection,
+    queue: &str,
+) {
     guard.release().await.unwrap();
     let next = tokio::time::timeout(GENEROUS, waiter)
         .await
@@ -185,6 +191,6 @@ async fn a_waiting_retry_keeps_its_place_and_extends_its_deadline() {
         .unwrap()
         .unwrap();
     assert!(next.is_held());
-    assert_eq!(queued(&mut conn, &queue).await, 0);
+    assert_eq!(queued(conn, queue).await, 0);
     next.release().await.unwrap();
 }
