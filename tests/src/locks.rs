@@ -49,9 +49,11 @@ pub fn queue_key(name: &str) -> String {
     format!("distlock__wait:{{{}}}", lock_key(name))
 }
 
-/// Where a queue's deadline entries start (lock-core's `LIVE_BASE / 2`): every arrival is
-/// scored below it.
-const DEADLINES_FROM: u64 = 4_500_000_000_000_000;
+/// lock-core's `LIVE_BASE`: a waiter's deadline entry is scored `LIVE_BASE − deadline ms`.
+const LIVE_BASE: u64 = 9_000_000_000_000_000;
+
+/// Where a queue's deadline entries start: every arrival is scored below it.
+const DEADLINES_FROM: u64 = LIVE_BASE / 2;
 
 /// Waiters in the queue `queue`. Each waiter is two entries of the ZSET, its arrival and its
 /// liveness deadline: this counts arrivals.
@@ -78,7 +80,7 @@ pub async fn queue_waiter(
         .arg(queue)
         .arg(arrival_us)
         .arg(member)
-        .arg(2 * DEADLINES_FROM - deadline_ms)
+        .arg(LIVE_BASE - deadline_ms)
         .arg(format!("~{member}"))
         .query_async(conn)
         .await
