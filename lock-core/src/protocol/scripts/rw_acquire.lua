@@ -61,30 +61,28 @@ if side == 'read' and mode == 'read' and present == 1 then
   return {1, grant_side(owner, meta, lease_ms, t, 0, false)}
 end
 local readers, writers, top, record = holds()
-if mode ~= 'write' then
-  -- Readers hold it, or nobody (a writer's hold returned above): dead readers go, then the
-  -- queue's head and the caller may fit.
-  local held = prune_readers(readers, writers)
-  if not held then
-    -- Every holder died: the lock is free (their records go with the hash).
-    redis.call('del', key)
-  end
-  local free = not held
-  local reading = held and next(writers) == nil
-  local token, granted
-  token, granted, free, reading = grant_waiting(t, top, me, publish, free, reading)
-  if not token and redis.call('exists', queue) == 0
-      and (free or (reading and side == 'read')) then
-    token = grant_side(owner, meta, lease_ms, t, top, free)
-  end
-  if token then
-    return {1, token}
-  end
-  if granted > 0 then
-    -- A local `_`: a global write is refused (Redis protects a script's globals).
-    local _
-    _, _, top, record = holds()
-  end
+-- Readers hold it, or nobody (a writer's hold returned above): dead readers go, then the
+-- queue's head and the caller may fit.
+local held = prune_readers(readers, writers)
+if not held then
+  -- Every holder died: the lock is free (their records go with the hash).
+  redis.call('del', key)
+end
+local free = not held
+local reading = held and next(writers) == nil
+local token, granted
+token, granted, free, reading = grant_waiting(t, top, me, publish, free, reading)
+if not token and redis.call('exists', queue) == 0
+    and (free or (reading and side == 'read')) then
+  token = grant_side(owner, meta, lease_ms, t, top, free)
+end
+if token then
+  return {1, token}
+end
+if granted > 0 then
+  -- A local `_`: a global write is refused (Redis protects a script's globals).
+  local _
+  _, _, top, record = holds()
 end
 if ttl > 0 then
   enqueue(me, t, ttl)
