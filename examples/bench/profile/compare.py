@@ -100,8 +100,12 @@ def main():
     root = subprocess.run(['git', 'rev-parse', '--show-toplevel'], capture_output=True, text=True, check=True).stdout.strip()
     trees = {o.against: tree(o.against, root), 'this tree': tree(None, root)}
     server, port = start_server(pinned=True)
-    # Two processes' worth of listeners on each grants channel, as two clients would be.
-    subs = [drain(port, ch) for ch in ('distlock__grant:{lk:L}', 'distlock__semaphore:{lk:L}') for _ in range(2)]
+    # Two processes waiting, as two clients would listen: on the channels every grant of a
+    # name went to before grants had a channel per client (both hear each grant there),
+    # and on each client's own grants channel (the waiters' client hears each grant).
+    shared = ('distlock__grant:{lk:L}', 'distlock__semaphore:{lk:L}')
+    own = ['distlock__grant:{lk:L}:' + client for client in (OWNER.split(':')[0], 'another-client')]
+    subs = [drain(port, ch) for ch in shared for _ in range(2)] + [drain(port, ch) for ch in own]
     try:
         res = {}
         for _ in range(o.rounds):

@@ -52,7 +52,7 @@ def start_server(pinned=False):
 def rd(name): return open(SCRIPTS + name).read()
 MODES = {'x': ('key, queue, fence', 'holders', 'redisson_lock__channel:', 'distlock__grant:'),
          'rw': ('key, queue, fence', 'holders', 'redisson_rwlock:', 'distlock__grant:'),
-         's': ('key, queue, holders', 'fence', 'distlock__semaphore:', 'distlock__semaphore:')}
+         's': ('key, queue, holders', 'fence', 'distlock__semaphore:', 'distlock__grant:')}
 # The arguments each script reads, by the first word of its header comment, in the order of
 # lock-core's kind files (protocol/kind/*.rs): the header binds them to Lua locals.
 ARGS = {'ACQUIRE': 'lease_ms owner meta waiter_ttl_ms publish', 'RELEASE': 'owner lease_ms publish meta',

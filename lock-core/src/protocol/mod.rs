@@ -8,8 +8,9 @@
 //! and a release publishes `0` on `redisson_lock__channel:{<key>}`. On top of it distlock
 //! keeps a fair queue of waiters, so a release hands the lock straight to the next live
 //! waiter (publishing `distlock:grant:<owner>:<token>` on distlock's own channel
-//! `distlock__grant:{<key>}`, beside Redisson's: Redisson reads every message on its channel
-//! as a number, so only its own `0` and `1` go there) instead of waking everyone to race:
+//! `distlock__grant:{<key>}:<client id>`, beside Redisson's, where only the waiter's own
+//! process listens: Redisson reads every message on its channel as a number, so only its
+//! own `0` and `1` go there) instead of waking everyone to race:
 //!
 //! - the holder record: the field `distlock:holder` of the lock hash — the hold's fencing
 //!   token, owner, and service, host, pid and request id joined by byte 31 (Redisson's
@@ -31,8 +32,9 @@
 //! `redisson_rwlock:{<key>}`), with one record per distlock holder in
 //! `distlock:holder:<owner>` and its own queue (`distlock__rwwait:`).
 //! A semaphore is a ZSET `owner → expiry` at the key, its records in the hash
-//! `distlock__holders:{<key>}`, its queue `distlock__semwait:`, its
-//! channel `distlock__semaphore:{<key>}`. Each kind has its own queue, so a waiter is never
+//! `distlock__holders:{<key>}`, its queue `distlock__semwait:`, its release
+//! channel `distlock__semaphore:{<key>}` (grants go to the same per-client channels as the
+//! lock's). Each kind has its own queue, so a waiter is never
 //! handed a hold of another kind on the same name.
 //!
 //! No key outlives its lock: an uncontended acquire and release leave nothing behind, the

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::protocol::kind::Kind;
+use crate::protocol::kind::{Kind, GRANTS_PREFIX};
 
 /// The name of a lock: any bytes the application chooses.
 ///
@@ -178,13 +178,14 @@ impl LockKeys {
         &self.channel
     }
 
-    /// The channel grants to this lock's waiters travel on, when apart from the release
-    /// channel (`<kind's grants prefix>{<lock key>}`: a channel Redisson does not read).
-    pub(crate) fn grants_channel(&self) -> Option<Vec<u8>> {
-        let layout = &self.kind.layout;
-        let tag = &self.channel[layout.channel_prefix.len()..];
-        (layout.grants_prefix != layout.channel_prefix)
-            .then(|| [layout.grants_prefix.as_bytes(), tag].concat())
+    /// The channel that grants to `owner`'s waiters on this lock travel on:
+    /// `distlock__grant:{<lock key>}:<client id>`, the client id being the owner's text
+    /// before its first `:` (as the scripts read it). Same slot as the lock; one channel
+    /// per waiting client, so a grant is delivered to one process only.
+    pub(crate) fn grants_channel(&self, owner: &str) -> Vec<u8> {
+        let tag = &self.channel[self.kind.layout.channel_prefix.len()..];
+        let client = owner.split(':').next().unwrap_or(owner);
+        [GRANTS_PREFIX.as_bytes(), tag, b":", client.as_bytes()].concat()
     }
 
     /// What the lock is.
@@ -268,8 +269,8 @@ mod tests {
         assert_eq!(k.lock(), b"p:item_7");
         assert_eq!(k.channel(), b"redisson_lock__channel:{p:item_7}");
         assert_eq!(
-            k.grants_channel().as_deref(),
-            Some(&b"distlock__grant:{p:item_7}"[..])
+            k.grants_channel("0f3c-9a:12"),
+            b"distlock__grant:{p:item_7}:0f3c-9a"
         );
         assert_eq!(
             spelled(&k),
@@ -283,15 +284,16 @@ mod tests {
         assert_eq!(rw.lock(), b"p:item_7");
         assert_eq!(rw.channel(), b"redisson_rwlock:{p:item_7}");
         assert_eq!(
-            rw.grants_channel().as_deref(),
-            Some(&b"distlock__grant:{p:item_7}"[..])
+            rw.grants_channel("0f3c-9a:12:write"),
+            b"distlock__grant:{p:item_7}:0f3c-9a",
+            "a writer's grants go to its client's channel too"
         );
         assert_eq!(spelled(&rw)[1], b"distlock__rwwait:{p:item_7}");
         let sem = LockKeys::new("p:", &name, &SEMAPHORE, false);
+        assert_eq!(sem.channel(), b"distlock__semaphore:{p:item_7}");
         assert_eq!(
-            sem.grants_channel(),
-            None,
-            "its own channel carries its grants"
+            sem.grants_channel("0f3c-9a:12"),
+            b"distlock__grant:{p:item_7}:0f3c-9a"
         );
         assert_eq!(
             spelled(&sem)[1..],

@@ -32,7 +32,7 @@ use redis::{
 };
 
 use crate::protocol::holder::HOLDER_FIELD;
-use crate::protocol::kind::{Kind, HOLDERS_PREFIX, LIVE_BASE};
+use crate::protocol::kind::{Kind, GRANTS_PREFIX, HOLDERS_PREFIX, LIVE_BASE};
 use crate::protocol::messages::{GRANT_PREFIX, RELEASE_MESSAGE, WRITE_RELEASE_MESSAGE};
 use crate::protocol::name::LockKeys;
 use crate::protocol::replies::{
@@ -78,14 +78,13 @@ fn header(kind: &Kind, args: &[&str]) -> String {
          local LIVE_BASE = {LIVE_BASE}\n\
          local HOLDERS_PREFIX = '{HOLDERS_PREFIX}'\n\
          local CHANNEL_PREFIX = '{}'\n\
-         local GRANTS_PREFIX = '{}'\n\
+         local GRANTS_PREFIX = '{GRANTS_PREFIX}'\n\
          local GRANT_PREFIX = '{GRANT_PREFIX}'\n\
          local RELEASE_MESSAGE = '{RELEASE_MESSAGE}'\n\
          local WRITE_RELEASE_MESSAGE = '{WRITE_RELEASE_MESSAGE}'\n",
         names.join(", "),
         values.join(", "),
         kind.layout.channel_prefix,
-        kind.layout.grants_prefix,
     )
 }
 

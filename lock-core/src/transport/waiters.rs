@@ -4,9 +4,10 @@
 //! Two kinds of message arrive: a plain release (`0` or `1`, from Redisson clients or when
 //! nobody was queued) on the lock's release channel wakes every waiter of the channel to
 //! retry; a grant (`distlock:grant:<owner>:<token>`) goes to the one waiter it names, which
-//! now holds the lock. Grants travel on a channel of distlock's own beside Redisson's
-//! (`distlock__grant:{<key>}`, same slot), so a waiter listens on both: Redisson's clients
-//! only ever read their own `0`/`1` there. Waiters never depend on a message alone: each also retries when the holder's TTL
+//! now holds the lock. Grants travel on a channel of distlock's own beside Redisson's, one
+//! per lock and client (`distlock__grant:{<key>}:<client id>`, same slot), so a waiter
+//! listens on both, and a grant reaches only its waiter's process: Redisson's clients only
+//! ever read their own `0`/`1` on theirs. Waiters never depend on a message alone: each also retries when the holder's TTL
 //! runs out, and after a pub/sub reconnect every waiter is woken to retry (messages may have
 //! been missed while disconnected; a retry finds a grant, since acquiring is idempotent).
 
@@ -120,8 +121,8 @@ impl Waiters {
         Self { shared }
     }
 
-    /// Subscribes `owner` to the channels of the lock `keys` (release, and with `grants` the
-    /// grants channel when apart) and waits (at most `timeout`) until Redis confirmed it, so a release or grant published
+    /// Subscribes `owner` to the channels of the lock `keys` (release, and with `grants` its
+    /// client's grants channel) and waits (at most `timeout`) until Redis confirmed it, so a release or grant published
     /// after this returns is seen. If pub/sub is down, returns anyway: the waiter then
     /// relies on the holder's TTL and its own retries.
     pub(crate) async fn subscribe(
@@ -131,7 +132,7 @@ impl Waiters {
         timeout: Duration,
         grants: bool,
     ) -> Subscription {
-        let grants_channel = keys.grants_channel().filter(|_| grants);
+        let grants_channel = grants.then(|| keys.grants_channel(owner));
         let (grant_tx, grant) = oneshot::channel();
         self.shared.grants().insert(owner.to_owned(), grant_tx);
         let (barrier, confirmed) = oneshot::channel();
@@ -190,7 +191,7 @@ impl Waiters {
         if !live(&self.shared.channels(), keys.channel()) {
             return None;
         }
-        let grants_channel = keys.grants_channel().filter(|_| grants);
+        let grants_channel = grants.then(|| keys.grants_channel(owner));
         let (release, grants) = {
             let mut registry = self.shared.channels();
             let all_live = std::iter::once(keys.channel())

@@ -1,6 +1,7 @@
 //! Redisson reads every message on its lock channels as a number (`LongCodec`): hand-offs
-//! between distlock waiters travel on distlock's own channel, and every payload on
-//! Redisson's channels decodes as Redisson decodes it and means what it means there.
+//! between distlock waiters travel on distlock's own channels, one per waiting client, and
+//! every payload on Redisson's channels decodes as Redisson decodes it and means what it
+//! means there.
 
 use std::time::Duration;
 
@@ -16,15 +17,16 @@ const LEASE: Duration = Duration::from_secs(30);
 /// Published last: the monitor has seen every earlier message once it sees this.
 const END: &str = "test:monitor-end";
 
-/// Every message on `channels`, collected until [`END`].
+/// Every message on `channel` and on every grants channel, collected until [`END`].
 async fn monitor(
     server: &RedisServer,
-    channels: &[&str],
+    channel: &str,
 ) -> mpsc::UnboundedReceiver<(String, Vec<u8>)> {
     let mut pubsub = server.client().get_async_pubsub().await.unwrap();
-    for channel in channels.iter().chain([&END]) {
-        pubsub.subscribe(*channel).await.unwrap();
+    for channel in [channel, END] {
+        pubsub.subscribe(channel).await.unwrap();
     }
+    pubsub.psubscribe("distlock__grant:*").await.unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut messages = pubsub.into_on_message();
@@ -95,8 +97,14 @@ fn distlock_waiter(
 }
 
 /// Asserts that every payload on a Redisson channel decodes and that the grants went
-/// elsewhere: `grants` of them on `grant_channel`.
-fn check(seen: &[(String, Vec<u8>)], redisson_channel: &str, grant_channel: &str, grants: usize) {
+/// elsewhere: `grants` of them, each on `<grants>:<client id>` of the owner it names (its
+/// own process's channel). Answers the channels they went on.
+fn check(
+    seen: &[(String, Vec<u8>)],
+    redisson_channel: &str,
+    grants: &str,
+    count: usize,
+) -> Vec<String> {
     let on_redisson: Vec<RedissonMessage> = seen
         .iter()
         .filter(|(c, _)| c == redisson_channel)
@@ -108,13 +116,24 @@ fn check(seen: &[(String, Vec<u8>)], redisson_channel: &str, grant_channel: &str
         "only Redisson's own messages go on its channel: {on_redisson:?}"
     );
     assert!(!on_redisson.is_empty(), "the releases reached Redisson");
-    let handed: Vec<&[u8]> = seen
-        .iter()
-        .filter(|(c, _)| c == grant_channel)
-        .map(|(_, p)| p.as_slice())
-        .collect();
-    assert_eq!(handed.len(), grants, "hand-offs on distlock's channel");
-    assert!(handed.iter().all(|p| p.starts_with(b"distlock:grant:")));
+    let handed: Vec<&(String, Vec<u8>)> =
+        seen.iter().filter(|(c, _)| c != redisson_channel).collect();
+    assert_eq!(
+        handed.len(),
+        count,
+        "hand-offs on distlock's channels: {handed:?}"
+    );
+    for (channel, payload) in &handed {
+        let payload = String::from_utf8_lossy(payload);
+        let owner = payload.strip_prefix("distlock:grant:").expect("a grant");
+        let client = owner.split(':').next().unwrap();
+        assert_eq!(
+            *channel,
+            format!("{grants}:{client}"),
+            "a grant goes to its owner's client only"
+        );
+    }
+    handed.iter().map(|(c, _)| c.clone()).collect()
 }
 
 /// Two distlock waiters are handed the lock in turn while a Redisson-protocol waiter waits
@@ -124,26 +143,23 @@ async fn hand_offs_stay_off_redissons_lock_channel() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let locks = builder(&server.url()).key_prefix("").build().unwrap();
-    let seen = monitor(
-        &server,
-        &["redisson_lock__channel:{mixed}", "distlock__grant:{mixed}"],
-    )
-    .await;
+    let seen = monitor(&server, "redisson_lock__channel:{mixed}").await;
     let holder = locks.lock("mixed").await.unwrap();
     let first = distlock_waiter(&locks, "mixed", None);
     wait_until("the first waiter queued", GENEROUS, || async {
         queued(&conn, "distlock__wait:{mixed}").await == 1
     })
     .await;
-    let second = distlock_waiter(
-        &builder(&server.url()).key_prefix("").build().unwrap(),
-        "mixed",
-        None,
-    );
+    let other = builder(&server.url()).key_prefix("").build().unwrap();
+    let second = distlock_waiter(&other, "mixed", None);
     wait_until("both waiters queued", GENEROUS, || async {
         queued(&conn, "distlock__wait:{mixed}").await == 2
     })
     .await;
+    for client in [&locks, &other] {
+        let own = format!("distlock__grant:{{mixed}}:{}", client.id());
+        assert_eq!(subscribers(&conn, &own).await, 1, "{own}: its process only");
+    }
     let mut java = RedissonLock::new(&server.url(), "mixed", 1).await;
     let redisson = tokio::spawn(async move {
         java.lock(LEASE, GENEROUS).await;
@@ -161,12 +177,13 @@ async fn hand_offs_stay_off_redissons_lock_channel() {
             .unwrap();
     }
     let seen = collected(&mut conn.clone(), seen).await;
-    check(
+    let channels = check(
         &seen,
         "redisson_lock__channel:{mixed}",
         "distlock__grant:{mixed}",
         2,
     );
+    assert_ne!(channels[0], channels[1], "two clients, two channels");
 }
 
 /// The same on a read-write lock: a writer hands to a writer, that one to a reader, and a
@@ -176,11 +193,7 @@ async fn hand_offs_stay_off_redissons_rwlock_channel() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let locks = builder(&server.url()).key_prefix("").build().unwrap();
-    let seen = monitor(
-        &server,
-        &["redisson_rwlock:{mixed_rw}", "distlock__grant:{mixed_rw}"],
-    )
-    .await;
+    let seen = monitor(&server, "redisson_rwlock:{mixed_rw}").await;
     let holder = locks.write_lock("mixed_rw").await.unwrap();
     let writer = distlock_waiter(&locks, "mixed_rw", Some(true));
     let queue = "distlock__rwwait:{mixed_rw}";

@@ -66,6 +66,48 @@ async fn waiter_wakes_on_release() {
     acquired.release().await.unwrap();
 }
 
+/// A writer and a semaphore's waiter in another process are handed the hold by their grant
+/// message too (grants go to the waiter's own client channel, for every kind): one wake-up
+/// by message each, none by a timer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_is_handed_over_to_another_process_by_message() {
+    distlock_tests::metrics::install();
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let (holder, waiter) = (client(&server.url()), client(&server.url()));
+    let request = |locks: &lock_core::LockClient, kind: &str| match kind {
+        "write" => locks.write_lock("handed_write"),
+        _ => locks.semaphore("handed_sem", 1),
+    };
+    for kind in ["write", "semaphore"] {
+        let label = format!("wakeup_{kind}");
+        let guard = request(&holder, kind).await.expect("holder acquires");
+        reset_stats(&mut conn.clone()).await;
+        let waiting = tokio::spawn({
+            let wait = request(&waiter, kind).metrics_label(label.clone());
+            async move { wait.wait(Duration::from_secs(60)).await }
+        });
+        wait_until(
+            "the waiter subscribed and tried again",
+            GENEROUS,
+            || async {
+                let tries = evalsha_calls(&mut conn.clone()).await.0.unwrap_or(0);
+                waiter.waited_channels() == 1 && tries >= 2
+            },
+        )
+        .await;
+        guard.release().await.expect("release");
+        let acquired = waiting.await.unwrap().expect("waiter acquires");
+        let by_message = ["by=message", &format!("template={label}")];
+        assert_eq!(
+            counter("distlock_wakeups_total", &by_message),
+            1,
+            "{kind}: not woken by its grant message"
+        );
+        acquired.release().await.unwrap();
+    }
+}
+
 /// Subscriptions per pub/sub connection in Redis (`sub=` of `CLIENT LIST TYPE pubsub`; a
 /// connection with none left is no pub/sub connection any more).
 async fn subscriptions(conn: &mut redis::aio::MultiplexedConnection) -> Vec<usize> {

@@ -13,7 +13,6 @@ pub(crate) static EXCLUSIVE: Kind = Kind {
     mode: LockMode::Exclusive,
     layout: Layout {
         channel_prefix: "redisson_lock__channel:",
-        grants_prefix: super::GRANTS_PREFIX,
         queue_prefix: "distlock__wait:",
         records: None,
     },

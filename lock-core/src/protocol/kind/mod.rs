@@ -85,9 +85,6 @@ pub(crate) struct Layout {
     /// The release channel's prefix: Redisson's for the lock and the read-write lock (so that
     /// its waiters wake on distlock's releases), distlock's own for semaphores.
     pub(crate) channel_prefix: &'static str,
-    /// The grants channel's prefix: distlock's own where the release channel is Redisson's
-    /// (Redisson decodes every message there as a number), else the release channel's.
-    pub(crate) grants_prefix: &'static str,
     /// The fair queue of waiters: each by arrival and by liveness deadline, in one ZSET
     /// (see `prelude.lua`). Each kind has its own, so that a waiter of one kind is never
     /// handed a hold of another on the same name.
@@ -97,7 +94,10 @@ pub(crate) struct Layout {
     pub(crate) records: Option<(&'static str, &'static str)>,
 }
 
-/// Prefix of the grants channel of the kinds whose release channel is Redisson's.
+/// Prefix of the grants channels, `distlock__grant:{<key>}:<client id>`: one per lock and
+/// waiting client, so that a grant reaches only the process whose waiter it names (one
+/// channel per lock would deliver it to every process waiting there). Distlock's own:
+/// Redisson decodes every message on its release channels as a number.
 pub(crate) const GRANTS_PREFIX: &str = "distlock__grant:";
 
 /// Where a queue's deadline entries start: a waiter's deadline (ms, Redis clock) is kept as

@@ -11,7 +11,6 @@ use crate::protocol::scripts::LockScript;
 
 const LAYOUT: Layout = Layout {
     channel_prefix: "redisson_rwlock:",
-    grants_prefix: super::GRANTS_PREFIX,
     queue_prefix: "distlock__rwwait:",
     records: None,
 };

@@ -1,7 +1,8 @@
 //! A semaphore's permit: a ZSET `owner → expiry` at the key, the holders' records in the
 //! hash `distlock__holders:{<key>}`, its own queue and its own channel
-//! `distlock__semaphore:{<key>}` (Redisson's semaphores do not share this layout). Each
-//! caller states the capacity; a waiter's queue entry carries it.
+//! `distlock__semaphore:{<key>}` for releases (Redisson's semaphores do not share this
+//! layout); grants go to the waiter's client, as every kind's do. Each caller states the
+//! capacity; a waiter's queue entry carries it.
 
 use std::sync::LazyLock;
 
@@ -17,7 +18,6 @@ pub(crate) static SEMAPHORE: Kind = Kind {
     mode: LockMode::Permit,
     layout: Layout {
         channel_prefix: "distlock__semaphore:",
-        grants_prefix: "distlock__semaphore:",
         queue_prefix: "distlock__semwait:",
         records: Some(("holders", HOLDERS_PREFIX)),
     },

@@ -29,9 +29,12 @@
 local function channel()
   return CHANNEL_PREFIX .. '{' .. key .. '}'
 end
--- The grants channel: distlock's own beside Redisson's (same slot), or a semaphore's one.
-local function grant_channel()
-  return GRANTS_PREFIX .. '{' .. key .. '}'
+-- Tells waiter `owner` that it holds the lock now, with `token`. Only on its client's
+-- grants channel (distlock's own beside Redisson's, same slot; the client id is the
+-- owner's text before its first ':'), so no other process waiting here hears it.
+local function publish_grant(publish, owner, token)
+  redis.call(publish, GRANTS_PREFIX .. '{' .. key .. '}:' .. string.match(owner, '^[^:]*'),
+    GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
 end
 -- Milliseconds of a TIME reply.
 local function ms_of(t)
@@ -86,8 +89,8 @@ end
 -- ones: `t` the Redis clock (a TIME reply), `floor` the lowest token the grant must exceed
 -- (floor_of), `skip` the queue member not to publish the grant to (the caller; '' for
 -- none), `publish` the publish command, `head` the queue's first member when the caller
--- already popped it (else nil). Publishes GRANT_PREFIX .. '<owner>:<token>' on the grants channel
--- unless the grantee is `skip`. Returns member, token or nil.
+-- already popped it (else nil). Tells the grantee (publish_grant) unless it is `skip`.
+-- Returns member, token or nil.
 local function grant_next(t, floor, skip, publish, head)
   local now = ms_of(t)
   for _ = 1, 64 do
@@ -97,7 +100,7 @@ local function grant_next(t, floor, skip, publish, head)
       local lease_ms, owner, meta = string.match(head, '^(%d+)|([^|]*)|?(.*)$')
       local token = grant(owner, meta, lease_ms, t, floor)
       if head ~= skip then
-        redis.call(publish, grant_channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
+        publish_grant(publish, owner, token)
       end
       return head, token
     end

@@ -105,7 +105,7 @@ local function grant_waiting(t, floor, skip, publish, free, reading)
       if head == skip then
         token_of_skip = token
       else
-        redis.call(publish, grant_channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
+        publish_grant(publish, owner, token)
       end
       free, reading = false, not writer
     end

@@ -66,7 +66,7 @@ local function grant_waiting(t, skip, publish, held, popped)
       if m == skip then
         token_of_skip = token
       else
-        redis.call(publish, grant_channel(), GRANT_PREFIX .. owner .. ':' .. string.format('%d', token))
+        publish_grant(publish, owner, token)
       end
     end
   end
