@@ -66,7 +66,7 @@ def header(mode, body=''):
     args = ARGS.get(first.group(1), '').split() if first else []
     argv = ('local %s = %s\n' % (', '.join(args), ', '.join('ARGV[%d]' % (i + 1) for i in range(len(args))))) if args else ''
     return (f"local {names} = KEYS[1], KEYS[2], KEYS[3]\nlocal {absent} = nil\n{argv}"
-            "local HOLDER_FIELD = 'distlock:holder'\nlocal LIVE_BASE = 9000000000000000\nlocal HOLDERS_PREFIX = 'distlock__holders:'\n"
+            "local HOLDER_FIELD = 'distlock:holder'\nlocal LIVE_BASE = 9000000000000000\nlocal WAITER_TTL_MIN = 6000\nlocal HOLDERS_PREFIX = 'distlock__holders:'\n"
             f"local CHANNEL_PREFIX = '{chan}'\nlocal GRANTS_PREFIX = '{grants}'\nlocal GRANT_PREFIX = 'distlock:grant:'\n"
             "local RELEASE_MESSAGE = '0'\nlocal WRITE_RELEASE_MESSAGE = '1'\n")
 def helpers(prelude):

@@ -21,7 +21,7 @@ use crate::lock::scope::{next_owner_number, Scope};
 use crate::lock::time::{drift, later};
 use crate::metrics::{self, MetricsLabel};
 use crate::protocol::holder::HolderInfo;
-use crate::protocol::kind::Kind;
+use crate::protocol::kind::{Kind, WAITER_TTL_MS};
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::AcquireReply;
 use crate::protocol::scripts;
@@ -30,7 +30,7 @@ use crate::transport::waiters::{Subscription, Wake};
 /// Pause before retrying a lock that has no TTL (set by someone else without expiry).
 const NO_TTL_RETRY: Duration = Duration::from_millis(100);
 /// A queued waiter that has not refreshed its place for this long is skipped as dead.
-const WAITER_TTL: Duration = Duration::from_secs(6);
+const WAITER_TTL: Duration = Duration::from_millis(WAITER_TTL_MS);
 /// Longest sleep of a waiter between attempts; each attempt refreshes its place.
 const WAITER_REFRESH: Duration = Duration::from_secs(2);
 

@@ -32,7 +32,7 @@ use redis::{
 };
 
 use crate::protocol::holder::HOLDER_FIELD;
-use crate::protocol::kind::{Kind, GRANTS_PREFIX, HOLDERS_PREFIX, LIVE_BASE};
+use crate::protocol::kind::{Kind, GRANTS_PREFIX, HOLDERS_PREFIX, LIVE_BASE, WAITER_TTL_MS};
 use crate::protocol::messages::{GRANT_PREFIX, RELEASE_MESSAGE, WRITE_RELEASE_MESSAGE};
 use crate::protocol::name::LockKeys;
 use crate::protocol::replies::{
@@ -76,6 +76,7 @@ fn header(kind: &Kind, args: &[&str]) -> String {
          {argv}\
          local HOLDER_FIELD = '{HOLDER_FIELD}'\n\
          local LIVE_BASE = {LIVE_BASE}\n\
+         local WAITER_TTL_MIN = {WAITER_TTL_MS}\n\
          local HOLDERS_PREFIX = '{HOLDERS_PREFIX}'\n\
          local CHANNEL_PREFIX = '{}'\n\
          local GRANTS_PREFIX = '{GRANTS_PREFIX}'\n\

@@ -88,6 +88,30 @@ async fn departed_and_dead_waiters_are_skipped() {
     assert!(!exists(&mut conn, &lock_key("skip")).await);
 }
 
+/// A waiter that queued long ago (past the floor every queueing lasts) is still served while
+/// its refreshed deadline lives: only a fresh arrival spares the hand-off the deadline's read,
+/// an old one is never taken for dead without it.
+#[tokio::test]
+async fn a_waiter_queued_long_ago_is_served_while_its_deadline_lives() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = client(&server.url());
+    let guard = locks.lock("old").await.unwrap();
+    let queue = &queue_key("old");
+    let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    // Arrived at the clock's start, refreshed to live another minute.
+    queue_waiter(&mut conn, queue, "30000|old:1", 0, secs * 1000 + 60_000).await;
+    guard.release().await.unwrap();
+    let holds: Option<u32> = redis::cmd("HGET")
+        .arg(lock_key("old"))
+        .arg("old:1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(holds, Some(1), "the live waiter was passed over");
+    assert_eq!(queued(&mut conn, queue).await, 0);
+}
+
 /// A grant whose message never arrives is found by the waiter's next attempt.
 #[tokio::test]
 async fn missed_grant_is_found_by_retry() {

@@ -106,6 +106,12 @@ pub(crate) const GRANTS_PREFIX: &str = "distlock__grant:";
 /// deadline (see `prelude.lua`).
 pub(crate) const LIVE_BASE: u64 = 9_000_000_000_000_000;
 
+/// How long a queued waiter stays alive at least (ms, from its arrival): the scripts queue
+/// every waiter for at least this long, whatever it asks, so that a hand-off need not read
+/// the deadline of a waiter that queued less than this ago (see `prelude.lua`'s `alive`).
+/// The client asks for exactly this.
+pub(crate) const WAITER_TTL_MS: u64 = 6_000;
+
 /// Prefix of Redlock's fence floor, the third key of the kinds without records.
 pub(crate) const FENCE_PREFIX: &str = "distlock__fence:";
 

@@ -49,6 +49,7 @@ end
 local ttl = tonumber(waiter_ttl_ms)
 if ttl > 0 then
   -- The prelude's `enqueue`, inline: queued by arrival, or refreshed (its place kept).
+  ttl = math.max(ttl, WAITER_TTL_MIN)
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
     LIVE_BASE - now - ttl, '~' .. me)

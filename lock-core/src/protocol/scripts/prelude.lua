@@ -6,7 +6,8 @@
 -- (see scripts.rs) defines the lock's keys as locals in the one order all scripts take —
 --   key, queue, fence = KEYS[1] .. KEYS[3]
 -- where `fence` is only given under Redlock (nil otherwise) — and the constants
--- HOLDER_FIELD, LIVE_BASE, CHANNEL_PREFIX, GRANTS_PREFIX, GRANT_PREFIX and RELEASE_MESSAGE.
+-- HOLDER_FIELD, LIVE_BASE, WAITER_TTL_MIN, CHANNEL_PREFIX, GRANTS_PREFIX, GRANT_PREFIX and
+-- RELEASE_MESSAGE.
 --
 -- The queue is one ZSET holding each waiter twice: its member `m` scored by arrival (the
 -- Redis clock in µs, so ZPOPMIN takes the head) and `'~' .. m` scored LIVE_BASE − its
@@ -52,16 +53,23 @@ local function floor_of(previous)
   end
   return previous
 end
--- Queues waiter `me` at Redis time `t`, alive for `ttl` ms, or refreshes it (see above);
--- the queue lives as long as its last waiter.
+-- Queues waiter `me` at Redis time `t`, alive for `ttl` ms (WAITER_TTL_MIN at least: see
+-- `alive`), or refreshes it (see above); the queue lives as long as its last waiter.
 local function enqueue(me, t, ttl)
+  ttl = math.max(ttl, WAITER_TTL_MIN)
   redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
     LIVE_BASE - ms_of(t) - ttl, '~' .. me)
   redis.call('pexpire', queue, ttl)
 end
 -- True when the waiter `head`, just taken off the queue, was alive at `now` (ms); its
--- deadline goes too.
-local function alive(head, now)
+-- deadline goes too. A waiter that arrived (`arrival`, its score in µs, when the caller
+-- read it) less than WAITER_TTL_MIN ago is alive without reading its deadline: every
+-- queueing lasts at least that long, and a refresh only moves the deadline later.
+local function alive(head, now, arrival)
+  if arrival and now < math.floor(tonumber(arrival) / 1000) + WAITER_TTL_MIN then
+    redis.call('zrem', queue, '~' .. head)
+    return true
+  end
   local live = redis.call('zscore', queue, '~' .. head)
   redis.call('zrem', queue, '~' .. head)
   return live and LIVE_BASE - tonumber(live) > now
@@ -88,15 +96,18 @@ end
 -- Grants the (free) lock to the first waiter whose deadline has not passed, dropping dead
 -- ones: `t` the Redis clock (a TIME reply), `floor` the lowest token the grant must exceed
 -- (floor_of), `skip` the queue member not to publish the grant to (the caller; '' for
--- none), `publish` the publish command, `head` the queue's first member when the caller
--- already popped it (else nil). Tells the grantee (publish_grant) unless it is `skip`.
--- Returns member, token or nil.
-local function grant_next(t, floor, skip, publish, head)
+-- none), `publish` the publish command, `head` and `arrival` the queue's first member and
+-- its score when the caller already popped it (else nil). Tells the grantee
+-- (publish_grant) unless it is `skip`. Returns member, token or nil.
+local function grant_next(t, floor, skip, publish, head, arrival)
   local now = ms_of(t)
   for _ = 1, 64 do
-    head = head or redis.call('zpopmin', queue)[1]
-    if not head then return nil end
-    if alive(head, now) then
+    if not head then
+      local popped = redis.call('zpopmin', queue)
+      head, arrival = popped[1], popped[2]
+      if not head then return nil end
+    end
+    if alive(head, now, arrival) then
       local lease_ms, owner, meta = string.match(head, '^(%d+)|([^|]*)|?(.*)$')
       local token = grant(owner, meta, lease_ms, t, floor)
       if head ~= skip then

@@ -13,14 +13,33 @@ if holds == 1 then
   -- The last hold ends: the uncontended path (nobody queued) is the first pop finding
   -- nothing; else the popped waiter is the hand-off's first candidate.
   redis.call('del', key)
-  local head = redis.call('zpopmin', queue)[1]
+  local popped = redis.call('zpopmin', queue)
+  local head = popped[1]
   if not head then
     redis.call(publish, CHANNEL_PREFIX .. '{' .. key .. '}', RELEASE_MESSAGE)
     return 1
   end
+  local t = redis.call('time')
+  -- The hand-off, inline as the busy path is (it runs once per contended acquisition): the
+  -- prelude's `grant_next` for a head that queued less than WAITER_TTL_MIN ago (alive: see
+  -- `alive`), with no fence floor to read. Any other head takes the prelude's way.
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local its_lease, its_owner, its_meta = string.match(head, '^(%d+)|([^|]*)|?(.*)$')
+  if its_owner and not fence and now < math.floor(tonumber(popped[2]) / 1000) + WAITER_TTL_MIN then
+    redis.call('zrem', queue, '~' .. head)
+    local previous = tonumber(held[2] and string.match(held[2], '^%d+') or '0')
+    local token = string.format('%d', math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), previous + 1))
+    local record = token .. '\31' .. its_owner
+    if its_meta ~= '' then record = record .. '\31' .. its_meta end
+    redis.call('hset', key, its_owner, 1, HOLDER_FIELD, record)
+    redis.call('pexpire', key, its_lease)
+    redis.call(publish, GRANTS_PREFIX .. '{' .. key .. '}:' .. string.match(its_owner, '^[^:]*'),
+      GRANT_PREFIX .. its_owner .. ':' .. token)
+    return 3
+  end
 -- @prelude
   local floor = floor_of(token_of(held[2]))
-  if grant_next(redis.call('time'), floor, '', publish, head) then
+  if grant_next(t, floor, '', publish, head, popped[2]) then
     return 3
   end
   redis.call(publish, channel(), RELEASE_MESSAGE)

@@ -84,12 +84,13 @@ local function grant_waiting(t, floor, skip, publish, free, reading)
   for _ = 1, 64 do
     if not (free or reading) then break end
     -- A free lock takes whoever is at the head (granted, or dropped when dead): popped.
-    local head
+    local first
     if free then
-      head = redis.call('zpopmin', queue)[1]
+      first = redis.call('zpopmin', queue)
     else
-      head = redis.call('zrange', queue, 0, 0)[1]
+      first = redis.call('zrange', queue, 0, 0, 'WITHSCORES')
     end
+    local head = first[1]
     if not head then break end
     local lease_ms, owner, meta = string.match(head, '^(%d+)|([^|]*)|?(.*)$')
     local writer = owner and is_writer(owner)
@@ -99,7 +100,7 @@ local function grant_waiting(t, floor, skip, publish, free, reading)
       if live and LIVE_BASE - tonumber(live) > now then break end
       redis.call('zrem', queue, head)
     end
-    if alive(head, now) and owner then
+    if alive(head, now, first[2]) and owner then
       local token = grant_side(owner, meta, lease_ms, t, floor, free)
       granted = granted + 1
       if head == skip then

@@ -39,6 +39,7 @@ if not (first[2] and tonumber(first[2]) <= now) then
       local ttl = tonumber(waiter_ttl_ms)
       if ttl > 0 then
         -- The prelude's `enqueue` and `sem_member`, inline.
+        ttl = math.max(ttl, WAITER_TTL_MIN)
         local me = lease_ms .. ':' .. capacity .. '|' .. owner .. '|' .. meta
         redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
           LIVE_BASE - now - ttl, '~' .. me)

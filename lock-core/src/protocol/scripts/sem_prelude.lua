@@ -49,7 +49,7 @@ local function grant_waiting(t, skip, publish, held, popped)
   local now = ms_of(t)
   local token_of_skip, granted, last, longest = nil, 0, 0, 0
   for _ = 1, 64 do
-    local head = popped or redis.call('zrange', queue, 0, 0)
+    local head = popped or redis.call('zrange', queue, 0, 0, 'WITHSCORES')
     local m = head[1]
     if not m then return token_of_skip, granted, false, longest end
     local lease_ms, capacity, owner, meta = string.match(m, '^(%d+):(%d+)|([^|]*)|?(.*)$')
@@ -59,7 +59,7 @@ local function grant_waiting(t, skip, publish, held, popped)
     end
     if not popped then redis.call('zrem', queue, m) end
     popped = nil
-    if alive(m, now) and capacity then
+    if alive(m, now, head[2]) and capacity then
       local token = give(owner, meta, lease_ms, t, last)
       granted, last, held = granted + 1, token, held + 1
       longest = math.max(longest, tonumber(lease_ms))
