@@ -15,7 +15,7 @@ if present == 0 and not fence then
   local token = t[1] .. string.format('%06d', t[2])
   local record = token .. '\31' .. owner
   if meta ~= '' then record = record .. '\31' .. meta end
-  redis.call('hset', key, owner, 1, HOLDER_FIELD, record)
+  redis.call('hset', key, owner, '1', HOLDER_FIELD, record)
   redis.call('pexpire', key, lease_ms)
   return {1, tonumber(token)}
 end
@@ -49,11 +49,13 @@ end
 local ttl = tonumber(waiter_ttl_ms)
 if ttl > 0 then
   -- The prelude's `enqueue`, inline: queued by arrival, or refreshed (its place kept).
-  ttl = math.max(ttl, WAITER_TTL_MIN)
+  if ttl < WAITER_TTL_MIN then
+    ttl, waiter_ttl_ms = WAITER_TTL_MIN, string.format('%d', WAITER_TTL_MIN)
+  end
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
-    LIVE_BASE - now - ttl, '~' .. me)
-  redis.call('pexpire', queue, ttl)
+    string.format('%d', LIVE_BASE - now - ttl), '~' .. me)
+  redis.call('pexpire', queue, waiter_ttl_ms)
 end
 -- The holder's token is read from its record by the client: a grant with a token not
 -- above it was already superseded.

@@ -25,7 +25,7 @@ if count == 1 and redis.call('exists', queue) == 0 then
   return 1
 end
 if count > 1 then
-  redis.call('hincrby', key, owner, -1)
+  redis.call('hincrby', key, owner, '-1')
   redis.call('pexpire', key, lease_ms)
   return 2
 end

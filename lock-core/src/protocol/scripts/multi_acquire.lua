@@ -21,7 +21,7 @@ local token = t[1] .. string.format('%06d', t[2])
 local record = token .. '\31' .. owner
 if meta ~= '' then record = record .. '\31' .. meta end
 for i = 1, #KEYS, 2 do
-  redis.call('hset', KEYS[i], owner, 1, HOLDER_FIELD, record)
+  redis.call('hset', KEYS[i], owner, '1', HOLDER_FIELD, record)
   redis.call('pexpire', KEYS[i], lease_ms)
 end
 return {1, tonumber(token)}

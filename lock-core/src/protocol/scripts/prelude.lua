@@ -58,8 +58,8 @@ end
 local function enqueue(me, t, ttl)
   ttl = math.max(ttl, WAITER_TTL_MIN)
   redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
-    LIVE_BASE - ms_of(t) - ttl, '~' .. me)
-  redis.call('pexpire', queue, ttl)
+    string.format('%d', LIVE_BASE - ms_of(t) - ttl), '~' .. me)
+  redis.call('pexpire', queue, string.format('%d', ttl))
 end
 -- True when the waiter `head`, just taken off the queue, was alive at `now` (ms); its
 -- deadline goes too. A waiter that arrived (`arrival`, its score in µs, when the caller
@@ -89,7 +89,7 @@ local function grant(owner, meta, lease_ms, t, floor)
   local token = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), floor + 1)
   local record = string.format('%d', token) .. '\31' .. owner
   if meta ~= '' then record = record .. '\31' .. meta end
-  redis.call('hset', key, owner, 1, HOLDER_FIELD, record)
+  redis.call('hset', key, owner, '1', HOLDER_FIELD, record)
   redis.call('pexpire', key, lease_ms)
   return token
 end

@@ -31,7 +31,7 @@ if holds == 1 then
     local token = string.format('%d', math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), previous + 1))
     local record = token .. '\31' .. its_owner
     if its_meta ~= '' then record = record .. '\31' .. its_meta end
-    redis.call('hset', key, its_owner, 1, HOLDER_FIELD, record)
+    redis.call('hset', key, its_owner, '1', HOLDER_FIELD, record)
     redis.call('pexpire', key, its_lease)
     redis.call(publish, GRANTS_PREFIX .. '{' .. key .. '}:' .. string.match(its_owner, '^[^:]*'),
       GRANT_PREFIX .. its_owner .. ':' .. token)
@@ -52,6 +52,6 @@ if holds <= 0 then
   end
   return 0
 end
-redis.call('hincrby', key, owner, -1)
+redis.call('hincrby', key, owner, '-1')
 redis.call('pexpire', key, lease_ms)
 return 2

@@ -5,14 +5,15 @@
 --       'x' a lock, 'w' a writer, 'r' a reader, 's' a semaphore's permit.
 -- For each hold its owner still has, raises its TTL to at least the lease (never shortens
 -- it) and answers the resulting TTL in ms; answers 0 for a hold the owner lost.
--- Returns the n answers in order.
+-- Returns the n answers in order. Each renewer takes the lease as a number (`lease_ms`) and
+-- as sent (`lease`): a number given to redis.call is formatted anew on every call.
 
 -- A lock or a writer: the owner's field of the hash.
-local function renew_field(key, owner, lease_ms)
+local function renew_field(key, owner, lease_ms, lease)
   if redis.call('hexists', key, owner) == 0 then return 0 end
   local ttl = redis.call('pttl', key)
   if ttl < lease_ms then
-    redis.call('pexpire', key, lease_ms)
+    redis.call('pexpire', key, lease)
     ttl = lease_ms
   end
   return ttl
@@ -21,12 +22,12 @@ end
 -- A reader of a read-write lock: its field, and its timeout key (Redisson's
 -- `{<key>}:<owner>:rwlock_timeout:<n>`; distlock holds once per owner, n = 1). The hash
 -- lives as long as its longest hold.
-local function renew_reader(key, owner, lease_ms)
+local function renew_reader(key, owner, lease_ms, lease)
   if redis.call('hexists', key, owner) == 0 then return 0 end
   local timeout = '{' .. key .. '}:' .. owner .. ':rwlock_timeout:1'
-  if redis.call('pexpire', timeout, lease_ms) == 0 then return 0 end
+  if redis.call('pexpire', timeout, lease) == 0 then return 0 end
   if redis.call('pttl', key) < lease_ms then
-    redis.call('pexpire', key, lease_ms)
+    redis.call('pexpire', key, lease)
   end
   return lease_ms
 end
@@ -40,11 +41,12 @@ local function renew_permit(key, owner, lease_ms)
   if expiry <= now then return 0 end
   if expiry < now + lease_ms then
     expiry = now + lease_ms
-    redis.call('zadd', key, expiry, owner)
+    redis.call('zadd', key, string.format('%d', expiry), owner)
   end
   if redis.call('pttl', key) < expiry - now then
-    redis.call('pexpire', key, expiry - now)
-    redis.call('pexpire', HOLDERS_PREFIX .. '{' .. key .. '}', expiry - now)
+    local ttl = string.format('%d', expiry - now)
+    redis.call('pexpire', key, ttl)
+    redis.call('pexpire', HOLDERS_PREFIX .. '{' .. key .. '}', ttl)
   end
   return expiry - now
 end
@@ -64,7 +66,7 @@ end
 local renewers = {x = renew_field, w = renew_field, r = renew_reader, s = renew_permit}
 local out = {}
 for i = 1, #KEYS do
-  local owner, lease_ms, code = ARGV[3 * i - 2], tonumber(ARGV[3 * i - 1]), ARGV[3 * i]
-  out[i] = renewers[code](KEYS[i], owner, lease_ms)
+  local owner, lease, code = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
+  out[i] = renewers[code](KEYS[i], owner, tonumber(lease), lease)
 end
 return out

@@ -16,9 +16,9 @@ if present == 0 then
   local token = t[1] .. string.format('%06d', t[2])
   local record = token .. '\31' .. owner
   if meta ~= '' then record = record .. '\31' .. meta end
-  redis.call('hset', key, 'mode', side, owner, 1, HOLDER_FIELD .. ':' .. owner, record)
+  redis.call('hset', key, 'mode', side, owner, '1', HOLDER_FIELD .. ':' .. owner, record)
   if side == 'read' then
-    redis.call('set', '{' .. key .. '}:' .. owner .. ':rwlock_timeout:1', 1, 'px', lease_ms)
+    redis.call('set', '{' .. key .. '}:' .. owner .. ':rwlock_timeout:1', '1', 'px', lease_ms)
   end
   redis.call('pexpire', key, lease_ms)
   return {1, tonumber(token)}
@@ -48,7 +48,7 @@ local now = ms_of(t)
 if mine then
   -- Already ours (a retry after a lost reply).
   if side == 'read' then
-    redis.call('set', timeout_key(owner, 1), 1, 'px', lease_ms)
+    redis.call('set', timeout_key(owner, 1), '1', 'px', lease_ms)
   end
   if redis.call('pttl', key) < tonumber(lease_ms) then
     redis.call('pexpire', key, lease_ms)

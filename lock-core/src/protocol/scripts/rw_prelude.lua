@@ -62,9 +62,9 @@ local function grant_side(owner, meta, lease_ms, t, floor, fresh)
   local record = string.format('%d', token) .. '\31' .. owner
   if meta ~= '' then record = record .. '\31' .. meta end
   local side = is_writer(owner) and 'write' or 'read'
-  redis.call('hset', key, 'mode', side, owner, 1, record_field(owner), record)
+  redis.call('hset', key, 'mode', side, owner, '1', record_field(owner), record)
   if side == 'read' then
-    redis.call('set', timeout_key(owner, 1), 1, 'px', lease_ms)
+    redis.call('set', timeout_key(owner, 1), '1', 'px', lease_ms)
   end
   if fresh or redis.call('pttl', key) < tonumber(lease_ms) then
     redis.call('pexpire', key, lease_ms)
@@ -88,7 +88,7 @@ local function grant_waiting(t, floor, skip, publish, free, reading)
     if free then
       first = redis.call('zpopmin', queue)
     else
-      first = redis.call('zrange', queue, 0, 0, 'WITHSCORES')
+      first = redis.call('zrange', queue, '0', '0', 'WITHSCORES')
     end
     local head = first[1]
     if not head then break end

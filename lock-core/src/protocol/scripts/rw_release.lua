@@ -45,7 +45,7 @@ if holds_now <= 0 then
   return 0
 end
 if holds_now > 1 then
-  redis.call('hincrby', key, owner, -1)
+  redis.call('hincrby', key, owner, '-1')
   if not writer then
     redis.call('del', timeout_key(owner, holds_now))
   end

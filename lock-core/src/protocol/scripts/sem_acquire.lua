@@ -14,7 +14,7 @@ if redis.call('exists', key, queue) == 0 then
   local record = token .. '\31' .. owner
   if meta ~= '' then record = record .. '\31' .. meta end
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('zadd', key, now + tonumber(lease_ms), owner)
+  redis.call('zadd', key, string.format('%d', now + tonumber(lease_ms)), owner)
   redis.call('hset', holders, owner, record)
   redis.call('pexpire', key, lease_ms)
   redis.call('pexpire', holders, lease_ms)
@@ -23,7 +23,7 @@ end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- The first permit to expire: whether any died, and the busy answer's.
-local first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
+local first = redis.call('zrange', key, '0', '0', 'WITHSCORES')
 local held, mine
 if not (first[2] and tonumber(first[2]) <= now) then
   -- No permit expired. The busy path, inline (it runs once per contended acquisition): the
@@ -39,11 +39,13 @@ if not (first[2] and tonumber(first[2]) <= now) then
       local ttl = tonumber(waiter_ttl_ms)
       if ttl > 0 then
         -- The prelude's `enqueue` and `sem_member`, inline.
-        ttl = math.max(ttl, WAITER_TTL_MIN)
+        if ttl < WAITER_TTL_MIN then
+          ttl, waiter_ttl_ms = WAITER_TTL_MIN, string.format('%d', WAITER_TTL_MIN)
+        end
         local me = lease_ms .. ':' .. capacity .. '|' .. owner .. '|' .. meta
         redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
-          LIVE_BASE - now - ttl, '~' .. me)
-        redis.call('pexpire', queue, ttl)
+          string.format('%d', LIVE_BASE - now - ttl), '~' .. me)
+        redis.call('pexpire', queue, waiter_ttl_ms)
       end
       return {0, tonumber(first[2]) - now, 0, records[2]}
     end
@@ -59,7 +61,7 @@ if mine == nil then
 end
 if mine then
   -- Already ours (a retry after a lost reply): its expiry moves on, never back.
-  redis.call('zadd', key, 'GT', now + tonumber(lease_ms), owner)
+  redis.call('zadd', key, 'GT', string.format('%d', now + tonumber(lease_ms)), owner)
   expire_at_latest(now)
   return {1, token_of(redis.call('hget', holders, owner))}
 end
@@ -85,6 +87,6 @@ if ttl > 0 then
   enqueue(me, t, ttl)
 end
 if changed or granted > 0 then
-  first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
+  first = redis.call('zrange', key, '0', '0', 'WITHSCORES')
 end
 return busy(now, first)

@@ -10,7 +10,7 @@ end
 -- first to expire, `first` (a ZRANGE 0 0 WITHSCORES answer), has; true when any went.
 local function prune(now, first)
   if not first[2] or tonumber(first[2]) > now then return false end
-  local dead = redis.call('zrangebyscore', key, '-inf', now)
+  local dead = redis.call('zrangebyscore', key, '-inf', string.format('%d', now))
   for _, owner in ipairs(dead) do
     redis.call('zrem', key, owner)
     redis.call('hdel', holders, owner)
@@ -19,9 +19,9 @@ local function prune(now, first)
 end
 -- Keeps both keys until the latest permit's expiry.
 local function expire_at_latest(now)
-  local last = redis.call('zrange', key, -1, -1, 'WITHSCORES')
+  local last = redis.call('zrange', key, '-1', '-1', 'WITHSCORES')
   if last[2] then
-    local ttl = tonumber(last[2]) - now
+    local ttl = string.format('%d', tonumber(last[2]) - now)
     redis.call('pexpire', key, ttl)
     redis.call('pexpire', holders, ttl)
   end
@@ -32,7 +32,7 @@ local function give(owner, meta, lease_ms, t, floor)
   local token = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), floor + 1)
   local record = string.format('%d', token) .. '\31' .. owner
   if meta ~= '' then record = record .. '\31' .. meta end
-  redis.call('zadd', key, ms_of(t) + tonumber(lease_ms), owner)
+  redis.call('zadd', key, string.format('%d', ms_of(t) + tonumber(lease_ms)), owner)
   redis.call('hset', holders, owner, record)
   return token
 end
@@ -49,7 +49,7 @@ local function grant_waiting(t, skip, publish, held, popped)
   local now = ms_of(t)
   local token_of_skip, granted, last, longest = nil, 0, 0, 0
   for _ = 1, 64 do
-    local head = popped or redis.call('zrange', queue, 0, 0, 'WITHSCORES')
+    local head = popped or redis.call('zrange', queue, '0', '0', 'WITHSCORES')
     local m = head[1]
     if not m then return token_of_skip, granted, false, longest end
     local lease_ms, capacity, owner, meta = string.match(m, '^(%d+):(%d+)|([^|]*)|?(.*)$')

@@ -20,7 +20,7 @@ if removed == 1 then
   local t = redis.call('time')
   local now = ms_of(t)
   local held = redis.call('zcard', key)
-  if held > 0 and prune(now, redis.call('zrange', key, 0, 0, 'WITHSCORES')) then
+  if held > 0 and prune(now, redis.call('zrange', key, '0', '0', 'WITHSCORES')) then
     held = redis.call('zcard', key)
   end
   local _, granted, _, longest = grant_waiting(t, '', publish, held, head)
@@ -30,8 +30,9 @@ if removed == 1 then
   end
   if held == 0 then
     -- Both keys went with the last permit: the grants made them afresh.
-    redis.call('pexpire', key, longest)
-    redis.call('pexpire', holders, longest)
+    local ttl = string.format('%d', longest)
+    redis.call('pexpire', key, ttl)
+    redis.call('pexpire', holders, ttl)
   else
     expire_at_latest(now)
   end
