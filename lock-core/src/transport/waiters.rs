@@ -27,8 +27,8 @@ pub(crate) struct Waiters {
     shared: Arc<Shared>,
 }
 
-/// One waiter's subscription to a lock's release channel and, when it has one apart, its
-/// grants channel; leaves each channel when its last waiter drops it.
+/// One waiter's subscription to a lock's release channel and (unless under Redlock) its
+/// client's grants channel; leaves each channel when its last waiter drops it.
 #[derive(Debug)]
 pub(crate) struct Subscription {
     shared: Arc<Shared>,
