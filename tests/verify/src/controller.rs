@@ -126,7 +126,8 @@ pub async fn run(args: &Args) -> Result<bool, String> {
         let (value, log) = registers.dump(&name).await.map_err(|e| e.to_string())?;
         dumps.insert(name, Dump { value, log });
     }
-    let report = check_all(&records, &dumps, &keys);
+    let switches = check::switches::read(&dir, MARGIN);
+    let report = check_all(&records, &dumps, &keys, &switches);
     let report = Report {
         topology,
         secs,
@@ -177,13 +178,15 @@ fn registers_written(records: &[history::Record]) -> BTreeSet<String> {
     names
 }
 
-/// Runs every checker.
+/// Runs every checker; `switches` adds the Sentinel view's unsafe windows.
 pub fn check_all(
     records: &[history::Record],
     dumps: &BTreeMap<String, Dump>,
     keys: &[String],
+    switches: &[check::Window],
 ) -> Report {
-    let ix = check::index(records, MARGIN);
+    let mut ix = check::index(records, MARGIN);
+    ix.add_split(switches);
     let killed: HashMap<u32, u64> = ix
         .procs
         .iter()

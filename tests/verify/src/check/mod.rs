@@ -14,6 +14,9 @@
 //! * [`http`] (h): the idempotency layer over HTTP — one effect per key, every `2xx` naming
 //!   it, one stored response replayed, no run after a completion within the retention, and
 //!   no status but the documented ones.
+//!
+//! The unsafe windows come from the nemesis' faults, and on Sentinel also from the
+//! Sentinels' own view ([`switches`]).
 
 pub mod http;
 pub mod idempotency;
@@ -22,6 +25,7 @@ pub mod leader;
 pub mod liveness;
 pub mod overlap;
 pub mod registers;
+pub mod switches;
 
 use std::collections::BTreeMap;
 
@@ -101,6 +105,19 @@ pub struct Indexed {
 
 fn failed(outcome: &Outcome) -> bool {
     !matches!(outcome, Outcome::Ok)
+}
+
+impl Indexed {
+    /// Adds windows in which every name is unsafe and two masters may answer, as a fault's
+    /// (a Sentinel switch of the named master: [`switches`]).
+    pub fn add_split(&mut self, windows: &[Window]) {
+        for &w in windows {
+            self.unsafe_windows.push(w);
+            self.shared_windows.push(w);
+            self.split_windows.push(w);
+            self.fault_windows.push(w);
+        }
+    }
 }
 
 /// Indexes `records`; `margin` widens each unsafe window at its end (a lease and more).
