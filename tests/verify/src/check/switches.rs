@@ -22,7 +22,8 @@ struct View {
     named: Vec<String>,
 }
 
-/// The windows of `dir`'s Sentinel view (none without one): see [`windows`].
+/// The unsafe windows of `dir`'s Sentinel view (none without one): from each change of the
+/// master a majority of Sentinels names, for `margin`.
 pub fn read(dir: &Path, margin: u64) -> Vec<Window> {
     let Ok(text) = std::fs::read_to_string(dir.join("sentinel-view.jsonl")) else {
         return Vec::new();
