@@ -28,17 +28,7 @@ async fn waiter_wakes_on_release() {
             (guard, Instant::now())
         }
     });
-    // Subscribed, and its retry after subscribing found the lock still held: a release
-    // before that retry would be found by the retry itself, not by the message.
-    wait_until(
-        "the waiter subscribed and tried again",
-        GENEROUS,
-        || async {
-            let tries = evalsha_calls(&mut conn.clone()).await.0.unwrap_or(0);
-            waiter.waited_channels() == 1 && tries >= 2
-        },
-    )
-    .await;
+    subscribed_and_retried(&conn, &waiter).await;
     let released_at = Instant::now();
     guard.release().await.expect("release");
     let (acquired, acquired_at) = waiting.await.unwrap();
@@ -87,15 +77,7 @@ async fn every_kind_is_handed_over_to_another_process_by_message() {
             let wait = request(&waiter, kind).metrics_label(label.clone());
             async move { wait.wait(Duration::from_secs(60)).await }
         });
-        wait_until(
-            "the waiter subscribed and tried again",
-            GENEROUS,
-            || async {
-                let tries = evalsha_calls(&mut conn.clone()).await.0.unwrap_or(0);
-                waiter.waited_channels() == 1 && tries >= 2
-            },
-        )
-        .await;
+        subscribed_and_retried(&conn, &waiter).await;
         guard.release().await.expect("release");
         let acquired = waiting.await.unwrap().expect("waiter acquires");
         let by_message = ["by=message", &format!("template={label}")];
@@ -106,6 +88,24 @@ async fn every_kind_is_handed_over_to_another_process_by_message() {
         );
         acquired.release().await.unwrap();
     }
+}
+
+/// Waits until `waiter`'s one waiter subscribed and its retry after subscribing found the
+/// lock still held (stats reset before its first try): a release before that retry would
+/// be found by the retry itself, not by the message.
+async fn subscribed_and_retried(
+    conn: &redis::aio::MultiplexedConnection,
+    waiter: &lock_core::LockClient,
+) {
+    wait_until(
+        "the waiter subscribed and tried again",
+        GENEROUS,
+        || async {
+            let tries = evalsha_calls(&mut conn.clone()).await.0.unwrap_or(0);
+            waiter.waited_channels() == 1 && tries >= 2
+        },
+    )
+    .await;
 }
 
 /// Subscriptions per pub/sub connection in Redis (`sub=` of `CLIENT LIST TYPE pubsub`; a
