@@ -184,7 +184,7 @@ impl LockKeys {
     /// per waiting client, so a grant is delivered to one process only.
     pub(crate) fn grants_channel(&self, owner: &str) -> Vec<u8> {
         let tag = &self.channel[self.kind.layout.channel_prefix.len()..];
-        let client = owner.split(':').next().unwrap_or(owner);
+        let client = owner.split_once(':').map_or(owner, |(client, _)| client);
         [GRANTS_PREFIX.as_bytes(), tag, b":", client.as_bytes()].concat()
     }
 

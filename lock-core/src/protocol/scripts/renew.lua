@@ -5,8 +5,9 @@
 --       'x' a lock, 'w' a writer, 'r' a reader, 's' a semaphore's permit.
 -- For each hold its owner still has, raises its TTL to at least the lease (never shortens
 -- it) and answers the resulting TTL in ms; answers 0 for a hold the owner lost.
--- Returns the n answers in order. Each renewer takes the lease as a number (`lease_ms`) and
--- as sent (`lease`): a number given to redis.call is formatted anew on every call.
+-- Returns the n answers in order. The renewers take the lease as a number (`lease_ms`) and,
+-- to hand to redis.call, as sent (`lease`): a number given to redis.call is formatted anew
+-- on every call.
 
 -- A lock or a writer: the owner's field of the hash.
 local function renew_field(key, owner, lease_ms, lease)
