@@ -100,8 +100,14 @@ def assemble(body, mode):
     between it and the next."""
     hs = helpers(rd('prelude.lua') + {'x': '', 'rw': rd('rw_prelude.lua'), 's': rd('sem_prelude.lua')}[mode])
     defined = [False] * len(hs)
-    parts = body.split('-- @prelude\n')
-    return header(mode, body) + parts[0] + ''.join(link(hs, seg, defined) + seg for seg in parts[1:])
+    parts = body.split('-- @prelude')
+    out = header(mode, body) + parts[0]
+    for seg in parts[1:]:
+        scope, code = seg.split('\n', 1)
+        outside = list(defined) if scope == ': this block' else None
+        out += link(hs, code, defined) + code
+        defined = outside if outside is not None else defined
+    return out
 def commandstats(c):
     info = c.cmd('INFO', 'commandstats').decode()
     out = {}

@@ -53,8 +53,12 @@ const MIGRATING: &str = include_str!("scripts/migrating.lua");
 /// Where a script takes the prelude's helpers: after its uncontended path, and again before
 /// a branch that needs more than the branches above it. Helpers are Lua locals: a marker
 /// inside a block defines them for that block only (ACQUIRE's one marker is in the branch
-/// that uses them), so a marker with code after it outside its block is at the top level.
-const PRELUDE_AT: &str = "-- @prelude\n";
+/// that uses them), so such a marker's line ends with [`IN_BLOCK`], and the markers after it
+/// define those helpers again where they are called.
+const PRELUDE_AT: &str = "-- @prelude";
+
+/// The end of a marker line whose helpers are local to its block (see [`PRELUDE_AT`]).
+const IN_BLOCK: &str = ": this block";
 
 /// The generated start of every script of one lock of `kind`: its keys and `args` as named
 /// locals, and the constants (`CHANNEL_PREFIX` is the kind's).
@@ -104,8 +108,11 @@ fn assemble(body: &str, kind: &Kind, args: &[&str], sharded: bool) -> String {
     }
     script.push_str(segments.next().unwrap_or_default());
     for segment in segments {
-        script.push_str(&link(&helpers, segment, &mut defined));
-        script.push_str(segment);
+        let (scope, code) = segment.split_once('\n').unwrap_or((segment, ""));
+        let outside = (scope == IN_BLOCK).then(|| defined.clone());
+        script.push_str(&link(&helpers, code, &mut defined));
+        script.push_str(code);
+        defined = outside.unwrap_or(defined);
     }
     script
 }

@@ -35,7 +35,7 @@ if present == 2 or (present == 1 and redis.call('exists', key) == 1) then
 else
   -- Free with waiters queued (a lease ran out, or a grant is being taken up): the first
   -- live waiter gets it, maybe the caller.
--- @prelude
+-- @prelude: this block
   local floor = floor_of(0)
   local head, token = grant_next(t, floor, me, publish)
   if head == me then

@@ -24,7 +24,8 @@ if holds == 1 then
   -- prelude's `grant_next` for a head that queued less than WAITER_TTL_MIN ago (alive: see
   -- `alive`), with no fence floor to read. Any other head takes the prelude's way.
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local its_lease, its_owner, its_meta = string.match(head, '^(%d+)|([^|]*)|?(.*)$')
+  local its_lease, its_owner, its_client, its_meta =
+    string.match(head, '^(%d+)|(([^|:]*)[^|]*)|?(.*)$')
   if its_owner and not fence and now < math.floor(tonumber(popped[2]) / 1000) + WAITER_TTL_MIN then
     redis.call('zrem', queue, '~' .. head)
     local previous = tonumber(held[2] and string.match(held[2], '^%d+') or '0')
@@ -33,11 +34,11 @@ if holds == 1 then
     if its_meta ~= '' then record = record .. '\31' .. its_meta end
     redis.call('hset', key, its_owner, '1', HOLDER_FIELD, record)
     redis.call('pexpire', key, its_lease)
-    redis.call(publish, GRANTS_PREFIX .. '{' .. key .. '}:' .. string.match(its_owner, '^[^:]*'),
+    redis.call(publish, GRANTS_PREFIX .. '{' .. key .. '}:' .. its_client,
       GRANT_PREFIX .. its_owner .. ':' .. token)
     return 3
   end
--- @prelude
+-- @prelude: this block
   local floor = floor_of(token_of(held[2]))
   if grant_next(t, floor, '', publish, head, popped[2]) then
     return 3

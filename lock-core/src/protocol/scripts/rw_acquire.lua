@@ -30,20 +30,39 @@ local mode, mine = state[1], state[2]
 if not mode and (present == 2 or redis.call('exists', key) == 1) then
   return {0, redis.call('pttl', key), 0}
 end
--- @prelude
 local t = redis.call('time')
-local me = member(lease_ms, owner, meta)
 local ttl = tonumber(waiter_ttl_ms)
 if mode == 'write' and not mine then
   -- Another writer holds it, and while it does (its hold lives as long as the hash) nothing
-  -- can be granted: the busy path, first, with only its own helpers defined.
-  local _, _, top, record = holds()
-  if ttl > 0 then
-    enqueue(me, t, ttl)
+  -- can be granted: the busy path, inline (it runs once per contended acquisition).
+  -- The prelude's `holds` for the busy answer: the highest token of distlock's records,
+  -- and its record (the writer's: readers are only granted while nobody writes, and a
+  -- writer's own read holds are Redisson's, which keep no record).
+  local fields = redis.call('hgetall', key)
+  local top, record = 0, nil
+  local prefix = HOLDER_FIELD .. ':'
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, #prefix) == prefix then
+      local token = tonumber(string.match(fields[i + 1], '^%d+') or '0')
+      if not record or token > top then top, record = token, fields[i + 1] end
+    end
   end
-  return busy(top, record)
+  if ttl > 0 then
+    -- The prelude's `enqueue`, inline: queued by arrival, or refreshed (its place kept).
+    local expiry = waiter_ttl_ms
+    if ttl < WAITER_TTL_MIN then
+      ttl, expiry = WAITER_TTL_MIN, string.format('%d', WAITER_TTL_MIN)
+    end
+    local me = lease_ms .. '|' .. owner .. '|' .. meta
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
+      string.format('%d', LIVE_BASE - now - ttl), '~' .. me)
+    redis.call('pexpire', queue, expiry)
+  end
+  return {0, redis.call('pttl', key), top, record}
 end
 -- @prelude
+local me = member(lease_ms, owner, meta)
 local now = ms_of(t)
 if mine then
   -- Already ours (a retry after a lost reply).

@@ -75,10 +75,11 @@ end
 -- fit: a writer when nobody holds it, readers while nobody writes (a writer at the head
 -- stops the readers behind it: writers are not starved). Drops dead waiters it looks at;
 -- looks at none while a writer holds it. `free`: no holds (the hash is gone); `reading`:
--- only readers hold. Publishes each grant unless the grantee is the member `skip`. Returns
--- the token granted to `skip` (or nil), how many were granted, and the new `free` and
--- `reading`.
-local function grant_waiting(t, floor, skip, publish, free, reading)
+-- only readers hold. Publishes each grant unless the grantee is the member `skip`.
+-- `popped`: the queue's head {member, arrival} when the caller already took it off (a free
+-- lock's only), else nil. Returns the token granted to `skip` (or nil), how many were
+-- granted, and the new `free` and `reading`.
+local function grant_waiting(t, floor, skip, publish, free, reading, popped)
   local now = ms_of(t)
   local token_of_skip, granted = nil, 0
   for _ = 1, 64 do
@@ -86,7 +87,8 @@ local function grant_waiting(t, floor, skip, publish, free, reading)
     -- A free lock takes whoever is at the head (granted, or dropped when dead): popped.
     local first
     if free then
-      first = redis.call('zpopmin', queue)
+      first = popped or redis.call('zpopmin', queue)
+      popped = nil
     else
       first = redis.call('zrange', queue, '0', '0', 'WITHSCORES')
     end
@@ -113,12 +115,12 @@ local function grant_waiting(t, floor, skip, publish, free, reading)
   end
   return token_of_skip, granted, free, reading
 end
--- Hands the lock, which nobody holds any more, to the waiters at the head of the queue
--- (with tokens above `floor`), or publishes its release (Redisson's message for a writer
--- after a writer). Answers as RELEASE: 3 handed over, 1 released.
-local function hand_over(t, floor, writer)
-  redis.call('del', key)
-  local _, granted = grant_waiting(t, floor, '', publish, true, false)
+-- Hands the lock, which nobody holds any more (the hash is gone), to the waiters at the
+-- head of the queue (with tokens above `floor`; `popped` as for grant_waiting), or
+-- publishes its release (Redisson's message for a writer after a writer). Answers as
+-- RELEASE: 3 handed over, 1 released.
+local function hand_over(t, floor, writer, popped)
+  local _, granted = grant_waiting(t, floor, '', publish, true, false, popped)
   if granted > 0 then
     return 3
   end

@@ -8,35 +8,51 @@
 -- (the lock deleted and Redisson's message published — RELEASE_MESSAGE after a reader,
 -- WRITE_RELEASE_MESSAGE after a writer — or other holds remain), 2 when a reentrant hold
 -- remains (Redisson clients), 3 when the lock was handed to waiters.
--- The owner's count and record in one call; whether anyone waits; and, for a last hold,
--- how many fields the hash has (3 — mode, count, record — when it is the only hold).
+-- The owner's count and record in one call; for a last hold, how many fields the hash has
+-- (3 — mode, count, record — when it is the only hold).
 local state = redis.call('hmget', key, owner, HOLDER_FIELD .. ':' .. owner)
 local count = state[1]
-local queued = redis.call('exists', queue) == 1
 local size = count == '1' and redis.call('hlen', key) or 0
 local writer = string.sub(owner, -6) == ':write'
--- The uncontended path first: the only hold ends and nobody is queued.
-if size == 3 and not queued then
+if size == 3 then
+  -- The only hold ends. The uncontended path is the first pop finding nobody queued; else
+  -- the popped waiter is the hand-off's first candidate.
   redis.call('del', key)
-  if writer then
-    redis.call(publish, CHANNEL_PREFIX .. '{' .. key .. '}', WRITE_RELEASE_MESSAGE)
-  else
+  if not writer then
     redis.call('del', '{' .. key .. '}:' .. owner .. ':rwlock_timeout:1')
-    redis.call(publish, CHANNEL_PREFIX .. '{' .. key .. '}', RELEASE_MESSAGE)
   end
-  return 1
+  local popped = redis.call('zpopmin', queue)
+  local head = popped[1]
+  if not head then
+    redis.call(publish, CHANNEL_PREFIX .. '{' .. key .. '}',
+      writer and WRITE_RELEASE_MESSAGE or RELEASE_MESSAGE)
+    return 1
+  end
+  local t = redis.call('time')
+  -- A writer at the head that queued less than WAITER_TTL_MIN ago (alive: see `alive`)
+  -- gets the free lock inline, as the exclusive lock's hand-off does (it runs once per
+  -- contended acquisition): the prelude's `grant_waiting` and `grant_side` for one writer.
+  -- Any other head takes the prelude's way.
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local its_lease, its_owner, its_client, its_meta =
+    string.match(head, '^(%d+)|(([^|:]*)[^|]*:write)|(.*)$')
+  if its_owner and now < math.floor(tonumber(popped[2]) / 1000) + WAITER_TTL_MIN then
+    redis.call('zrem', queue, '~' .. head)
+    local previous = tonumber(state[2] and string.match(state[2], '^%d+') or '0')
+    local token = string.format('%d', math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), previous + 1))
+    local record = token .. '\31' .. its_owner
+    if its_meta ~= '' then record = record .. '\31' .. its_meta end
+    redis.call('hset', key, 'mode', 'write', its_owner, '1', HOLDER_FIELD .. ':' .. its_owner, record)
+    redis.call('pexpire', key, its_lease)
+    redis.call(publish, GRANTS_PREFIX .. '{' .. key .. '}:' .. its_client,
+      GRANT_PREFIX .. its_owner .. ':' .. token)
+    return 3
+  end
+-- @prelude: this block
+  return hand_over(t, token_of(state[2]), writer, popped)
 end
 -- @prelude
 local floor = token_of(state[2])
-if size == 3 then
-  -- The only hold ends, with waiters queued: the hand-off, first, with only its own helpers
-  -- defined.
-  if not writer then
-    redis.call('del', timeout_key(owner, 1))
-  end
-  return hand_over(redis.call('time'), floor, writer)
-end
--- @prelude
 local holds_now = tonumber(count or '0')
 if holds_now <= 0 then
   if meta then
@@ -56,6 +72,7 @@ if not writer then
   redis.call('del', timeout_key(owner, 1))
 end
 redis.call('hdel', key, owner, record_field(owner))
+local queued = redis.call('exists', queue) == 1
 if not writer and not queued then
   -- Other holds remain and nobody waits: nothing to hand on, no need to read every hold
   -- (dead readers go with the hash's TTL, or at the next contended call).
@@ -74,4 +91,5 @@ if prune_readers(readers, writers) then
   return 1
 end
 -- Every other holder died: nobody holds it now.
+redis.call('del', key)
 return hand_over(t, floor, writer)

@@ -29,7 +29,13 @@ if not (first[2] and tonumber(first[2]) <= now) then
   -- No permit expired. The busy path, inline (it runs once per contended acquisition): the
   -- caller holds no permit and does not fit, and every change of the holds ran the
   -- hand-off, so nobody queued fits either (waiters of one capacity; see grant_waiting).
-  held = redis.call('zcard', key)
+  -- With one permit, a first holder is all it takes to be full (no ZCARD); `held` is then a
+  -- lower bound, which the code below only compares with the caller's capacity of 1.
+  if first[1] and capacity == '1' then
+    held = 1
+  else
+    held = redis.call('zcard', key)
+  end
   if held >= tonumber(capacity) then
     -- Whether the caller holds a permit (every permit has its record), and the busy
     -- answer's record, in one call.

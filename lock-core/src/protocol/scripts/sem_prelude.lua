@@ -41,24 +41,23 @@ end
 -- here as permits are given: no ZCARD per waiter); drops the dead waiters it takes. It
 -- stops at a head that does not fit, alive or not: a deadline is read only for a waiter
 -- that would be granted (a dead head goes at a later hand-off). Publishes each grant
--- unless the grantee is the member `skip`. `popped`: the queue's head {member, arrival}
--- when the caller already took it off (it goes back if it does not fit), else nil. Returns
--- the token granted to `skip` (or nil), how many were granted, whether a waiter is left,
--- and the longest lease given (ms, 0 for none).
-local function grant_waiting(t, skip, publish, held, popped)
+-- unless the grantee is the member `skip`. `first`: the queue's head {member, arrival, …}
+-- when the caller already read it (still queued), else nil. Returns the token granted to
+-- `skip` (or nil), how many were granted, whether a waiter is left, and the longest lease
+-- given (ms, 0 for none).
+local function grant_waiting(t, skip, publish, held, first)
   local now = ms_of(t)
   local token_of_skip, granted, last, longest = nil, 0, 0, 0
   for _ = 1, 64 do
-    local head = popped or redis.call('zrange', queue, '0', '0', 'WITHSCORES')
+    local head = first or redis.call('zrange', queue, '0', '0', 'WITHSCORES')
+    first = nil
     local m = head[1]
     if not m then return token_of_skip, granted, false, longest end
     local lease_ms, capacity, owner, meta = string.match(m, '^(%d+):(%d+)|([^|]*)|?(.*)$')
     if capacity and held >= tonumber(capacity) then
-      if popped then redis.call('zadd', queue, popped[2], m) end
       return token_of_skip, granted, true, longest
     end
-    if not popped then redis.call('zrem', queue, m) end
-    popped = nil
+    redis.call('zrem', queue, m)
     if alive(m, now, head[2]) and capacity then
       local token = give(owner, meta, lease_ms, t, last)
       granted, last, held = granted + 1, token, held + 1

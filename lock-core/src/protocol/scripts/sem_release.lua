@@ -5,25 +5,49 @@
 --       may still be queued. lease_ms, capacity and meta make its queue member.
 -- Returns 0 when the owner held no permit (it only leaves the queue), 1 when the permit was
 -- given back and RELEASE_MESSAGE published, 3 when it was handed to waiters.
--- The permit back, and the queue's head taken off (none: nobody waits, so nobody listens
--- either — the uncontended path; else the hand-off's first candidate).
+-- The permit back, and the queue's first two read (none: nobody waits, so nobody listens
+-- either — the uncontended path; else the head is the hand-off's first candidate, and the
+-- one behind it says whether a second grant could follow).
 local removed = redis.call('zrem', key, owner)
-local head = removed == 1 and redis.call('zpopmin', queue) or {}
-if removed == 1 and not head[1] then
-  redis.call('hdel', holders, owner)
-  return 1
-end
--- @prelude
 if removed == 1 then
-  -- The hand-off.
+  local heads = redis.call('zrange', queue, '0', '1', 'WITHSCORES')
   redis.call('hdel', holders, owner)
+  if not heads[1] then
+    return 1
+  end
   local t = redis.call('time')
-  local now = ms_of(t)
   local held = redis.call('zcard', key)
+  -- The last permit went back, and the head queued less than WAITER_TTL_MIN ago (alive:
+  -- see `alive`) and is the only one that fits (the next, if any, needs more than one
+  -- permit free): the head gets it inline, as the exclusive lock's hand-off does (it runs
+  -- once per contended acquisition). The prelude's `grant_waiting` and `give` for one
+  -- waiter; any other case takes the prelude's way, which also prunes dead permits.
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local head = heads[1]
+  local its_lease, its_capacity, its_owner, its_client, its_meta =
+    string.match(head, '^(%d+):(%d+)|(([^|:]*)[^|]*)|(.*)$')
+  local next_capacity = heads[3] and tonumber(string.match(heads[3], '^%d+:(%d+)|') or '0')
+  if held == 0 and its_owner and its_capacity ~= '0'
+      and now < math.floor(tonumber(heads[2]) / 1000) + WAITER_TTL_MIN
+      and not (next_capacity and next_capacity > 1) then
+    redis.call('zrem', queue, head, '~' .. head)
+    local token = t[1] .. string.format('%06d', t[2])
+    local record = token .. '\31' .. its_owner
+    if its_meta ~= '' then record = record .. '\31' .. its_meta end
+    redis.call('zadd', key, string.format('%d', now + tonumber(its_lease)), its_owner)
+    redis.call('hset', holders, its_owner, record)
+    redis.call(publish, GRANTS_PREFIX .. '{' .. key .. '}:' .. its_client,
+      GRANT_PREFIX .. its_owner .. ':' .. token)
+    -- Both keys went with the last permit: the grant made them afresh.
+    redis.call('pexpire', key, its_lease)
+    redis.call('pexpire', holders, its_lease)
+    return 3
+  end
+-- @prelude: this block
   if held > 0 and prune(now, redis.call('zrange', key, '0', '0', 'WITHSCORES')) then
     held = redis.call('zcard', key)
   end
-  local _, granted, _, longest = grant_waiting(t, '', publish, held, head)
+  local _, granted, _, longest = grant_waiting(t, '', publish, held, heads)
   if granted == 0 then
     redis.call(publish, channel(), RELEASE_MESSAGE)
     return 1
