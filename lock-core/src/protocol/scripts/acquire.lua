@@ -12,7 +12,7 @@ local present = redis.call('exists', key, queue)
 -- lock with nobody queued costs four calls.
 if present == 0 and not fence then
   local t = redis.call('time')
-  local token = t[1] .. string.format('%06d', t[2])
+  local token = t[1] .. string.sub('00000' .. t[2], -6)
   local record = token .. '\31' .. owner
   if meta ~= '' then record = record .. '\31' .. meta end
   redis.call('hset', key, owner, '1', HOLDER_FIELD, record)
@@ -54,7 +54,7 @@ if ttl > 0 then
     ttl, expiry = WAITER_TTL_MIN, string.format('%d', WAITER_TTL_MIN)
   end
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
+  redis.call('zadd', queue, 'LT', t[1] .. string.sub('00000' .. t[2], -6), me,
     string.format('%d', LIVE_BASE - now - ttl), '~' .. me)
   redis.call('pexpire', queue, expiry)
 end

@@ -17,7 +17,7 @@ for i = 1, #KEYS, 2 do
   end
 end
 local t = redis.call('time')
-local token = t[1] .. string.format('%06d', t[2])
+local token = t[1] .. string.sub('00000' .. t[2], -6)
 local record = token .. '\31' .. owner
 if meta ~= '' then record = record .. '\31' .. meta end
 for i = 1, #KEYS, 2 do

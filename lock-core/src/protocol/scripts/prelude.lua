@@ -57,7 +57,7 @@ end
 -- `alive`), or refreshes it (see above); the queue lives as long as its last waiter.
 local function enqueue(me, t, ttl)
   ttl = math.max(ttl, WAITER_TTL_MIN)
-  redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
+  redis.call('zadd', queue, 'LT', t[1] .. string.sub('00000' .. t[2], -6), me,
     string.format('%d', LIVE_BASE - ms_of(t) - ttl), '~' .. me)
   redis.call('pexpire', queue, string.format('%d', ttl))
 end

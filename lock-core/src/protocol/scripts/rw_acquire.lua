@@ -13,7 +13,7 @@ local present = redis.call('exists', key, queue)
 -- The uncontended path first, inline: a free lock with nobody queued costs five calls.
 if present == 0 then
   local t = redis.call('time')
-  local token = t[1] .. string.format('%06d', t[2])
+  local token = t[1] .. string.sub('00000' .. t[2], -6)
   local record = token .. '\31' .. owner
   if meta ~= '' then record = record .. '\31' .. meta end
   redis.call('hset', key, 'mode', side, owner, '1', HOLDER_FIELD .. ':' .. owner, record)
@@ -55,7 +55,7 @@ if mode == 'write' and not mine then
     end
     local me = lease_ms .. '|' .. owner .. '|' .. meta
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
+    redis.call('zadd', queue, 'LT', t[1] .. string.sub('00000' .. t[2], -6), me,
       string.format('%d', LIVE_BASE - now - ttl), '~' .. me)
     redis.call('pexpire', queue, expiry)
   end

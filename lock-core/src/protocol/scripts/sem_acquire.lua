@@ -10,7 +10,7 @@
 -- The uncontended path first, inline: no permit held and nobody queued costs six calls.
 if redis.call('exists', key, queue) == 0 then
   local t = redis.call('time')
-  local token = t[1] .. string.format('%06d', t[2])
+  local token = t[1] .. string.sub('00000' .. t[2], -6)
   local record = token .. '\31' .. owner
   if meta ~= '' then record = record .. '\31' .. meta end
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -50,7 +50,7 @@ if not (first[2] and tonumber(first[2]) <= now) then
           ttl, expiry = WAITER_TTL_MIN, string.format('%d', WAITER_TTL_MIN)
         end
         local me = lease_ms .. ':' .. capacity .. '|' .. owner .. '|' .. meta
-        redis.call('zadd', queue, 'LT', t[1] .. string.format('%06d', t[2]), me,
+        redis.call('zadd', queue, 'LT', t[1] .. string.sub('00000' .. t[2], -6), me,
           string.format('%d', LIVE_BASE - now - ttl), '~' .. me)
         redis.call('pexpire', queue, expiry)
       end

@@ -31,7 +31,7 @@ if removed == 1 then
       and now < math.floor(tonumber(heads[2]) / 1000) + WAITER_TTL_MIN
       and not (next_capacity and next_capacity > 1) then
     redis.call('zrem', queue, head, '~' .. head)
-    local token = t[1] .. string.format('%06d', t[2])
+    local token = t[1] .. string.sub('00000' .. t[2], -6)
     local record = token .. '\31' .. its_owner
     if its_meta ~= '' then record = record .. '\31' .. its_meta end
     redis.call('zadd', key, string.format('%d', now + tonumber(its_lease)), its_owner)
