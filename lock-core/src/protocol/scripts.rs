@@ -701,6 +701,22 @@ mod tests {
         assert!(!release.contains("local function holder_fields("));
     }
 
+    /// A marker local to its block defines its helpers there only: the top level after the
+    /// block defines those it calls again (else Lua would call a nil global there).
+    #[test]
+    fn a_block_markers_helpers_are_defined_again_outside_it() {
+        let script = assemble(include_str!("scripts/rw_release.lua"), &READ, &[], false);
+        let end = script
+            .find("return hand_over(t, token_of(state[2])")
+            .expect("the hand-off's last line in its block");
+        let defined = |code: &str| code.matches("local function token_of(").count();
+        assert_eq!(defined(&script[..end]), 1, "in the hand-off's block");
+        assert_eq!(defined(&script[end..]), 1, "after the block");
+        let plain = "-- @prelude\n-- @prelude\nlocal x = token_of(nil)\n";
+        let twice = assemble(plain, &EXCLUSIVE, &[], false);
+        assert_eq!(twice.matches("local function token_of(").count(), 1);
+    }
+
     #[test]
     fn scripts_read_no_argument_or_key_by_position() {
         let bodies = BODIES.into_iter().chain([

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use distlock_tests::locks::{client, evalsha_calls, reset_stats, wait_until, GENEROUS};
+use distlock_tests::locks::{
+    client, evalsha_calls, lock_key, queued, reset_stats, wait_until, GENEROUS,
+};
 use distlock_tests::metrics::counter;
 use distlock_tests::RedisServer;
 use tokio::time::Instant;
@@ -28,7 +30,7 @@ async fn waiter_wakes_on_release() {
             (guard, Instant::now())
         }
     });
-    subscribed_and_retried(&conn, &waiter).await;
+    subscribed_and_retried(&conn, &waiter, 1).await;
     let released_at = Instant::now();
     guard.release().await.expect("release");
     let (acquired, acquired_at) = waiting.await.unwrap();
@@ -77,7 +79,7 @@ async fn every_kind_is_handed_over_to_another_process_by_message() {
             let wait = request(&waiter, kind).metrics_label(label.clone());
             async move { wait.wait(Duration::from_secs(60)).await }
         });
-        subscribed_and_retried(&conn, &waiter).await;
+        subscribed_and_retried(&conn, &waiter, 1).await;
         guard.release().await.expect("release");
         let acquired = waiting.await.unwrap().expect("waiter acquires");
         let by_message = ["by=message", &format!("template={label}")];
@@ -90,19 +92,82 @@ async fn every_kind_is_handed_over_to_another_process_by_message() {
     }
 }
 
-/// Waits until `waiter`'s one waiter subscribed and its retry after subscribing found the
-/// lock still held (stats reset before its first try): a release before that retry would
-/// be found by the retry itself, not by the message.
+/// One hand-off grants every queued waiter that fits, each told by its own message: two
+/// readers queued behind a writer's hold (the head the release popped goes the prelude's
+/// way: it is no writer), and a semaphore's waiter of 2 permits queued behind one of 1 (it
+/// fits once the first holds, so the hand-off reads past the head).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_hand_off_grants_every_waiter_that_fits() {
+    distlock_tests::metrics::install();
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let (holder, waiter) = (client(&server.url()), client(&server.url()));
+    for kind in ["read", "semaphore"] {
+        let (name, queue) = match kind {
+            "read" => ("fits_rw", "distlock__rwwait:"),
+            _ => ("fits_sem", "distlock__semwait:"),
+        };
+        let queue = format!("{queue}{{{}}}", lock_key(name));
+        let guard = match kind {
+            "read" => holder.write_lock(name),
+            _ => holder.semaphore(name, 1),
+        }
+        .await
+        .expect("holder acquires");
+        reset_stats(&mut conn.clone()).await;
+        let mut waiting = Vec::new();
+        for (i, permits) in [1, 2].into_iter().enumerate() {
+            let label = format!("fits_{kind}_{i}");
+            let wait = match kind {
+                "read" => waiter.read_lock(name),
+                _ => waiter.semaphore(name, permits),
+            }
+            .metrics_label(label.clone());
+            waiting.push((
+                label,
+                tokio::spawn(async move { wait.wait(Duration::from_secs(60)).await }),
+            ));
+            // Queued before the next one starts.
+            wait_until("the waiter queued", GENEROUS, || {
+                let (mut conn, queue) = (conn.clone(), queue.clone());
+                async move { queued(&mut conn, &queue).await == i + 1 }
+            })
+            .await;
+        }
+        subscribed_and_retried(&conn, &waiter, 2).await;
+        guard.release().await.expect("release");
+        // Both hold before either lets go: the second's grant came with the first's.
+        let mut held = Vec::new();
+        for (label, wait) in waiting {
+            held.push(wait.await.unwrap().expect("waiter acquires"));
+            let by_message = ["by=message", &format!("template={label}")];
+            assert_eq!(
+                counter("distlock_wakeups_total", &by_message),
+                1,
+                "{label}: not woken by its grant message"
+            );
+        }
+        for acquired in held {
+            acquired.release().await.unwrap();
+        }
+    }
+}
+
+/// Waits until `waiter`'s `waiters` waiters on one name are subscribed (one channel) and
+/// the retry after subscribing, as well as every later waiter's first try, found the lock
+/// still held (stats reset before the first try): a release before those would be found by
+/// the tries themselves, not by the message.
 async fn subscribed_and_retried(
     conn: &redis::aio::MultiplexedConnection,
     waiter: &lock_core::LockClient,
+    waiters: u64,
 ) {
     wait_until(
         "the waiter subscribed and tried again",
         GENEROUS,
         || async {
             let tries = evalsha_calls(&mut conn.clone()).await.0.unwrap_or(0);
-            waiter.waited_channels() == 1 && tries >= 2
+            waiter.waited_channels() == 1 && tries >= waiters + 1
         },
     )
     .await;
