@@ -79,7 +79,9 @@ async fn a_hand_off_outbids_a_last_token_ahead_of_the_clock() {
     let server = RedisServer::start();
     let mut conn = server.conn().await;
     let (holder, waiter) = (client(&server.url()), client(&server.url()));
-    let lasts: [(&str, fn(u64) -> u64); 3] = [
+    // (the case, the last token made of the holder's)
+    type Last = (&'static str, fn(u64) -> u64);
+    let lasts: [Last; 3] = [
         ("a second ahead", |token| token + 1_000_000),
         ("ahead, 16 digits", |_| 8_999_999_999_999_999),
         ("behind, 15 digits", |_| 100_000_000_000_000),
