@@ -11,8 +11,12 @@ from resp import Conn, start_server, drain
 from pipe import replay
 
 FILES = {'x': ('acquire.lua', 'release.lua'), 's': ('sem_acquire.lua', 'sem_release.lua'),
-         'rw': ('rw_acquire.lua', 'rw_release.lua')}
-KIND = {'x': 'exclusive', 's': 'semaphore (1 permit)', 'rw': 'read-write (writers)'}
+         'rw': ('rw_acquire.lua', 'rw_release.lua'), 's3': ('sem_acquire.lua', 'sem_release.lua')}
+KIND = {'x': 'exclusive', 's': 'semaphore (1 permit)', 'rw': 'read-write (writers)',
+        's3': 'semaphore (3 permits)'}
+# The kind whose scripts and keys a mode takes (a semaphore of 3 is a semaphore).
+BASE = {'s3': 's'}
+CAPACITY = {'s': 1, 's3': 3}
 OWNER = 'a3f1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d:%09d'
 INNER_SKIP = ('evalsha', 'config|resetstat', 'info', 'script|load')
 
@@ -54,20 +58,22 @@ def load_modules(d, scripts):
 
 def args_of(mode, i, acquire):
     o = OWNER % i + (':write' if mode == 'rw' else '')
+    capacity = [CAPACITY[mode]] if mode in CAPACITY else []
     if acquire:
-        return [30000, o, 'svc\x1fhost\x1f1234\x1freq-1', 6000, 'publish'] + (['write'] if mode == 'rw' else []) + ([1] if mode == 's' else [])
-    return [o, 30000, 'publish'] + ([1] if mode == 's' else [])
+        return [30000, o, 'svc\x1fhost\x1f1234\x1freq-1', 6000, 'publish'] + (['write'] if mode == 'rw' else []) + capacity
+    return [o, 30000, 'publish'] + capacity
 
 def inner(st):
     return sum(v[0] for k, v in st.items() if k not in INNER_SKIP)
 
 def uncontended(port, resp, cycle, mode, n):
     c = Conn(port); c.cmd('FLUSHALL')
-    a_src, r_src = (resp.assemble(resp.rd(f), mode) for f in FILES[mode])
+    base = BASE.get(mode, mode)
+    a_src, r_src = (resp.assemble(resp.rd(f), base) for f in FILES[mode])
     a = c.cmd('SCRIPT', 'LOAD', a_src).decode(); r = c.cmd('SCRIPT', 'LOAD', r_src).decode()
     def gen():
         for i in range(n):
-            ks = cycle.keys(mode, 'n%d' % i)
+            ks = cycle.keys(base, 'n%d' % i)
             yield ['EVALSHA', a, len(ks)] + ks + args_of(mode, 0, True)
             yield ['EVALSHA', r, len(ks)] + ks + args_of(mode, 0, False)
     st, cpu = replay(port, gen())
@@ -76,9 +82,10 @@ def uncontended(port, resp, cycle, mode, n):
 
 def contended(port, resp, cycle, mode, waiters, n):
     c = Conn(port); c.cmd('FLUSHALL')
-    a_src, r_src = (resp.assemble(resp.rd(f), mode) for f in FILES[mode])
+    base = BASE.get(mode, mode)
+    a_src, r_src = (resp.assemble(resp.rd(f), base) for f in FILES[mode])
     a = c.cmd('SCRIPT', 'LOAD', a_src).decode(); r = c.cmd('SCRIPT', 'LOAD', r_src).decode()
-    ks = cycle.keys(mode)
+    ks = cycle.keys(base)
     A = lambda i: ['EVALSHA', a, len(ks)] + ks + args_of(mode, i, True)
     R = lambda i: ['EVALSHA', r, len(ks)] + ks + args_of(mode, i, False)
     for x in c.pipe([A(i) for i in range(waiters + 1)]):
@@ -88,7 +95,7 @@ def contended(port, resp, cycle, mode, waiters, n):
             yield R(i); yield A(i + waiters + 1)
     st, cpu = replay(port, gen())
     holder = OWNER % n + (':write' if mode == 'rw' else '')
-    held = c.cmd('ZSCORE', ks[0], holder) if mode == 's' else c.cmd('HGET', ks[0], holder)
+    held = c.cmd('ZSCORE', ks[0], holder) if base == 's' else c.cmd('HGET', ks[0], holder)
     assert held is not None, 'the chain of hand-offs broke'
     return st['evalsha'][1] / n, cpu * 1e6 / n, inner(st) / n
 

@@ -362,3 +362,36 @@ async fn uncontended_acquire_and_release_cost_one_call_each() {
     assert_eq!(evalsha, Some(2), "{stats}");
     assert!(inner <= 9, "{calls:?}");
 }
+
+/// A permit handed over while others are still held keeps the semaphore's keys for its own
+/// lease when that ends last: holders of 2 s leases, a waiter asking for 60 s; once one
+/// holder hands it its permit, both keys live for about 60 s (and the waiter holds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_permit_keeps_the_keys_for_its_own_lease() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = client(&server.url());
+    let short = Duration::from_secs(2);
+    let first = locks.semaphore("lasting", 2).lease(short).await.unwrap();
+    let second = locks.semaphore("lasting", 2).lease(short).await.unwrap();
+    let waiter = client(&server.url());
+    let waiting = tokio::spawn(async move {
+        let wait = waiter.semaphore("lasting", 2).lease(Duration::from_secs(60));
+        wait.wait(GENEROUS).await
+    });
+    let queue = format!("distlock__semwait:{{{}}}", lock_key("lasting"));
+    wait_until("the waiter queued", GENEROUS, || {
+        let (mut conn, queue) = (conn.clone(), queue.clone());
+        async move { distlock_tests::locks::queued(&mut conn, &queue).await == 1 }
+    })
+    .await;
+    second.release().await.unwrap();
+    let handed = waiting.await.unwrap().expect("the waiter is handed the permit");
+    let key = lock_key("lasting");
+    for key in [key.clone(), format!("distlock__holders:{{{key}}}")] {
+        let ttl = distlock_tests::locks::pttl(&mut conn, &key).await;
+        assert!(ttl > 30_000, "{key} lives {ttl} ms, not the handed permit's 60 s");
+    }
+    handed.release().await.unwrap();
+    first.release().await.unwrap();
+}

@@ -17,19 +17,21 @@ if removed == 1 then
   end
   local t = redis.call('time')
   local held = redis.call('zcard', key)
-  -- The last permit went back, and the head queued less than WAITER_TTL_MIN ago (alive:
-  -- see `alive`) and is the only one that fits (the next, if any, needs more than one
-  -- permit free): the head gets it inline, as the exclusive lock's hand-off does (it runs
-  -- once per contended acquisition). The prelude's `grant_waiting` and `give` for one
-  -- waiter; any other case takes the prelude's way, which also prunes dead permits.
+  -- The first permit to expire, while permits remain: none has expired if it has not.
+  local first = held > 0 and redis.call('zrange', key, '0', '0', 'WITHSCORES')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  -- No permit expired, and the head fits, queued less than WAITER_TTL_MIN ago (alive: see
+  -- `alive`), and is the only one that fits (the next, if any, needs more permits free
+  -- than will be): the head gets its permit inline, as the exclusive lock's hand-off does
+  -- (it runs once per contended acquisition) — the prelude's `grant_waiting` and `give`
+  -- for one waiter. Any other case takes the prelude's way, which prunes dead permits.
   local head = heads[1]
   local its_lease, its_capacity, its_owner, its_client, its_meta =
     string.match(head, '^(%d+):(%d+)|(([^|:]*)[^|]*)|(.*)$')
   local next_capacity = heads[3] and tonumber(string.match(heads[3], '^%d+:(%d+)|') or '0')
-  if held == 0 and its_owner and its_capacity ~= '0'
+  if its_owner and held < tonumber(its_capacity) and not (first and tonumber(first[2]) <= now)
       and now < math.floor(tonumber(heads[2]) / 1000) + WAITER_TTL_MIN
-      and not (next_capacity and next_capacity > 1) then
+      and not (next_capacity and next_capacity > held + 1) then
     redis.call('zrem', queue, head, '~' .. head)
     local token = t[1] .. string.sub('00000' .. t[2], -6)
     local record = token .. '\31' .. its_owner
@@ -38,13 +40,16 @@ if removed == 1 then
     redis.call('hset', holders, its_owner, record)
     redis.call(publish, GRANTS_PREFIX .. '{' .. key .. '}:' .. its_client,
       GRANT_PREFIX .. its_owner .. ':' .. token)
-    -- Both keys went with the last permit: the grant made them afresh.
-    redis.call('pexpire', key, its_lease)
-    redis.call('pexpire', holders, its_lease)
+    -- Both keys live until the latest permit's expiry: this one's, unless a permit held
+    -- lasts longer. With none held, both went with the last one: the grant made them afresh.
+    if held == 0 or redis.call('pttl', key) < tonumber(its_lease) then
+      redis.call('pexpire', key, its_lease)
+      redis.call('pexpire', holders, its_lease)
+    end
     return 3
   end
 -- @prelude: this block
-  if held > 0 and prune(now, redis.call('zrange', key, '0', '0', 'WITHSCORES')) then
+  if held > 0 and prune(now, first) then
     held = redis.call('zcard', key)
   end
   local _, granted, _, longest = grant_waiting(t, '', publish, held, heads)
