@@ -376,7 +376,9 @@ async fn a_handed_permit_keeps_the_keys_for_its_own_lease() {
     let second = locks.semaphore("lasting", 2).lease(short).await.unwrap();
     let waiter = client(&server.url());
     let waiting = tokio::spawn(async move {
-        let wait = waiter.semaphore("lasting", 2).lease(Duration::from_secs(60));
+        let wait = waiter
+            .semaphore("lasting", 2)
+            .lease(Duration::from_secs(60));
         wait.wait(GENEROUS).await
     });
     let queue = format!("distlock__semwait:{{{}}}", lock_key("lasting"));
@@ -386,11 +388,17 @@ async fn a_handed_permit_keeps_the_keys_for_its_own_lease() {
     })
     .await;
     second.release().await.unwrap();
-    let handed = waiting.await.unwrap().expect("the waiter is handed the permit");
+    let handed = waiting
+        .await
+        .unwrap()
+        .expect("the waiter is handed the permit");
     let key = lock_key("lasting");
     for key in [key.clone(), format!("distlock__holders:{{{key}}}")] {
         let ttl = distlock_tests::locks::pttl(&mut conn, &key).await;
-        assert!(ttl > 30_000, "{key} lives {ttl} ms, not the handed permit's 60 s");
+        assert!(
+            ttl > 30_000,
+            "{key} lives {ttl} ms, not the handed permit's 60 s"
+        );
     }
     handed.release().await.unwrap();
     first.release().await.unwrap();
