@@ -1,7 +1,8 @@
 -- Shared by the scripts of one lock. Each `-- @prelude` line of a script, on the branches
 -- that need helpers (a hand-off, a free lock with waiters, the rare paths), takes the
--- functions below that the code after it calls first (scripts.rs links them), so that the
--- uncontended path and the exclusive lock's busy answer define none: Lua creates every
+-- functions below that the code after it calls first (scripts.rs links them; a line
+-- `-- @prelude: this block` defines them for its block only), so that the uncontended
+-- paths, the busy answers and the common hand-offs define none: Lua creates every
 -- function of a script afresh on each call that passes its definition. The generated header
 -- (see scripts.rs) defines the lock's keys as locals in the one order all scripts take —
 --   key, queue, fence = KEYS[1] .. KEYS[3]
