@@ -127,14 +127,15 @@ async fn one_hand_off_grants_every_waiter_that_fits() {
                 label,
                 tokio::spawn(async move { wait.wait(Duration::from_secs(60)).await }),
             ));
-            // Queued before the next one starts.
+            // Queued, and listening, before the next one starts: the next joins the live
+            // channel before its first try, so no try of it is left to find the grant.
             wait_until("the waiter queued", GENEROUS, || {
                 let (mut conn, queue) = (conn.clone(), queue.clone());
                 async move { queued(&mut conn, &queue).await == i + 1 }
             })
             .await;
+            subscribed_and_retried(&conn, &waiter, i as u64 + 1).await;
         }
-        subscribed_and_retried(&conn, &waiter, 2).await;
         guard.release().await.expect("release");
         // Both hold before either lets go: the second's grant came with the first's.
         let mut held = Vec::new();
@@ -153,10 +154,11 @@ async fn one_hand_off_grants_every_waiter_that_fits() {
     }
 }
 
-/// Waits until `waiter`'s `waiters` waiters on one name are subscribed (one channel) and
-/// the retry after subscribing, as well as every later waiter's first try, found the lock
-/// still held (stats reset before the first try): a release before those would be found by
-/// the tries themselves, not by the message.
+/// Waits until `waiter`'s `waiters` waiters on one name (started one by one, each after
+/// the one before listens) are subscribed (one channel) and the first one's retry after
+/// subscribing, as well as every later one's first try (it joins the live channel first),
+/// found the lock still held (stats reset before the first try): a release before those
+/// would be found by the tries themselves, not by the message.
 async fn subscribed_and_retried(
     conn: &redis::aio::MultiplexedConnection,
     waiter: &lock_core::LockClient,
