@@ -107,7 +107,30 @@ def assemble(body, mode):
         outside = list(defined) if scope == ': this block' else None
         out += link(hs, code, defined) + code
         defined = outside if outside is not None else defined
+    return inline(out, snippets(rd('prelude.lua')))
+def snippets(prelude):
+    """As lock-core's `snippets`: name -> code lines of each `-- @snippet` of `prelude`."""
+    out, lines = {}, iter(prelude.split('\n'))
+    for line in lines:
+        if line.startswith('-- @snippet '):
+            name = re.split('[: ]', line[len('-- @snippet '):])[0]
+            code = []
+            for l in lines:
+                if l == '-- @end': break
+                if code or not l.startswith('--'): code.append(l)
+            out[name] = code
     return out
+def inline(script, snippets):
+    """As lock-core's `inline`: each `-- @inline <name>` line becomes that snippet."""
+    out = []
+    for line in script.split('\n'):
+        code = line.lstrip()
+        if code.startswith('-- @inline '):
+            indent = line[:len(line) - len(code)]
+            out += [indent + l for l in snippets[code[len('-- @inline '):].strip()]]
+        else:
+            out.append(line)
+    return '\n'.join(out)
 def commandstats(c):
     info = c.cmd('INFO', 'commandstats').decode()
     out = {}

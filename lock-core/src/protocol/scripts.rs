@@ -11,7 +11,9 @@
 //! (fencing tokens, holder records, queue members and `grant_next`) and the kind's own
 //! prelude inserted at its `-- @prelude` line: on the branch that needs it, so that the
 //! uncontended path (and, for the exclusive lock, the busy answer) pays for none of it —
-//! Lua creates each of its functions afresh on every call that passes the line.
+//! Lua creates each of its functions afresh on every call that passes the line. Code that
+//! hot paths share is a prelude *snippet* instead, pasted as text at a `-- @inline <name>`
+//! line.
 //! `renew.lua` and `multi_acquire.lua` take many locks and have their own layout.
 //!
 //! Each call is a [`Call`] typed with its reply ([`crate::protocol::replies`]), so callers
@@ -59,6 +61,17 @@ const PRELUDE_AT: &str = "-- @prelude";
 
 /// The end of a marker line whose helpers are local to its block (see [`PRELUDE_AT`]).
 const IN_BLOCK: &str = ": this block";
+
+/// A line of a script or helper that takes a snippet of the prelude, by name: replaced by
+/// the snippet's text (a hot path's shared code, pasted so that it defines no closure).
+const INLINE_AT: &str = "-- @inline ";
+
+/// A snippet of a prelude: its name after this, its comment lines, then its code up to
+/// [`SNIPPET_END`].
+const SNIPPET_AT: &str = "-- @snippet ";
+
+/// The line that ends a snippet.
+const SNIPPET_END: &str = "-- @end";
 
 /// The generated start of every script of one lock of `kind`: its keys and `args` as named
 /// locals, and the constants (`CHANNEL_PREFIX` is the kind's).
@@ -114,7 +127,50 @@ fn assemble(body: &str, kind: &Kind, args: &[&str], sharded: bool) -> String {
         script.push_str(code);
         defined = outside.unwrap_or(defined);
     }
-    script
+    inline(&script, &snippets(&prelude))
+}
+
+/// A prelude's snippets: name and code lines (without their comment lines).
+fn snippets(prelude: &str) -> Vec<(&str, Vec<&str>)> {
+    let mut out = Vec::new();
+    let mut lines = prelude.lines();
+    while let Some(line) = lines.next() {
+        if let Some(rest) = line.strip_prefix(SNIPPET_AT) {
+            let name = rest.split([':', ' ']).next().unwrap_or_default();
+            let code = (lines.by_ref())
+                .take_while(|l| *l != SNIPPET_END)
+                .skip_while(|l| l.starts_with("--"))
+                .collect();
+            out.push((name, code));
+        }
+    }
+    out
+}
+
+/// `script` with each [`INLINE_AT`] line replaced by its snippet, indented as the line.
+///
+/// # Panics
+/// On a snippet the prelude does not have: the scripts are fixed text, and every one is
+/// assembled by this module's tests.
+fn inline(script: &str, snippets: &[(&str, Vec<&str>)]) -> String {
+    let mut out = String::with_capacity(script.len() * 2);
+    for line in script.split_inclusive('\n') {
+        let code = line.trim_start();
+        let Some(name) = code.strip_prefix(INLINE_AT).map(str::trim_end) else {
+            out.push_str(line);
+            continue;
+        };
+        let (_, snippet) = (snippets.iter())
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("no snippet `{name}` in the prelude"));
+        let indent = &line[..line.len() - code.len()];
+        for code_line in snippet {
+            out.push_str(indent);
+            out.push_str(code_line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// One `local function` of a prelude, from that line to its closing `end` line.
@@ -715,6 +771,57 @@ mod tests {
         let plain = "-- @prelude\n-- @prelude\nlocal x = token_of(nil)\n";
         let twice = assemble(plain, &EXCLUSIVE, &[], false);
         assert_eq!(twice.matches("local function token_of(").count(), 1);
+    }
+
+    /// Every `-- @inline` line becomes its snippet's code, in scripts and in the helpers they
+    /// take; the code the hot paths share is written once.
+    #[test]
+    fn snippets_are_pasted_where_they_are_named() {
+        for kind in [&EXCLUSIVE, &READ, &SEMAPHORE] {
+            for (name, body) in BODIES.iter().filter(|(n, _)| *n != "prelude") {
+                let script = assemble(body, kind, &[], false);
+                assert!(!script.contains(INLINE_AT), "{name}.lua keeps a marker");
+                assert!(
+                    !script.contains(SNIPPET_AT),
+                    "{name}.lua took a snippet's comment"
+                );
+            }
+        }
+        let queued = "redis.call('zadd', queue, 'LT'";
+        for (file, body, kind, copies) in [
+            (
+                "acquire",
+                include_str!("scripts/acquire.lua"),
+                &EXCLUSIVE,
+                1,
+            ),
+            (
+                "rw_acquire",
+                include_str!("scripts/rw_acquire.lua"),
+                &READ,
+                2,
+            ),
+            (
+                "sem_acquire",
+                include_str!("scripts/sem_acquire.lua"),
+                &SEMAPHORE,
+                2,
+            ),
+        ] {
+            assert!(!body.contains(queued), "{file}.lua queues by hand");
+            let script = assemble(body, kind, &[], false);
+            assert_eq!(script.matches(queued).count(), copies, "{file}.lua");
+        }
+        let token = "string.byte(previous, 17) == 31";
+        for body in [
+            include_str!("scripts/release.lua"),
+            include_str!("scripts/rw_release.lua"),
+        ] {
+            assert!(!body.contains(token));
+            assert!(assemble(body, &READ, &[], false).contains(token));
+        }
+        let indented = inline("  -- @inline x\n", &[("x", vec!["a", "b"])]);
+        assert_eq!(indented, "  a\n  b\n");
     }
 
     #[test]

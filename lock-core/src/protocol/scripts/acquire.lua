@@ -49,14 +49,8 @@ end
 local ttl = tonumber(waiter_ttl_ms)
 if ttl > 0 then
   -- The prelude's `enqueue`, inline: queued by arrival, or refreshed (its place kept).
-  local expiry = waiter_ttl_ms
-  if ttl < WAITER_TTL_MIN then
-    ttl, expiry = WAITER_TTL_MIN, string.format('%d', WAITER_TTL_MIN)
-  end
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('zadd', queue, 'LT', t[1] .. string.sub('00000' .. t[2], -6), me,
-    string.format('%d', LIVE_BASE - now - ttl), '~' .. me)
-  redis.call('pexpire', queue, expiry)
+  -- @inline queue_waiter
 end
 -- The holder's token is read from its record by the client: a grant with a token not
 -- above it was already superseded.

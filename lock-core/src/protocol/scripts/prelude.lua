@@ -54,13 +54,10 @@ local function floor_of(previous)
   end
   return previous
 end
--- Queues waiter `me` at Redis time `t`, alive for `ttl` ms (WAITER_TTL_MIN at least: see
--- `alive`), or refreshes it (see above); the queue lives as long as its last waiter.
+-- Queues waiter `me` at Redis time `t` (see queue_waiter below).
 local function enqueue(me, t, ttl)
-  ttl = math.max(ttl, WAITER_TTL_MIN)
-  redis.call('zadd', queue, 'LT', t[1] .. string.sub('00000' .. t[2], -6), me,
-    string.format('%d', LIVE_BASE - ms_of(t) - ttl), '~' .. me)
-  redis.call('pexpire', queue, string.format('%d', ttl))
+  local now = ms_of(t)
+  -- @inline queue_waiter
 end
 -- True when the waiter `head`, just taken off the queue, was alive at `now` (ms); its
 -- deadline goes too. A waiter that arrived (`arrival`, its score in µs, when the caller
@@ -130,3 +127,30 @@ local function holder_fields(record)
   local at = string.format('%d', math.floor(tonumber(f[1]) / 1000))
   return {f[2], f[3], f[4] or '', f[5] or '', at, f[6] or ''}
 end
+-- Snippets: pasted by scripts.rs where a line `-- @inline <name>` stands (in a script or in
+-- a helper above), indented as that line. Text, not functions, so that a hot path taking
+-- one defines no closure. Each names the locals it reads and defines; none calls a helper.
+-- @snippet queue_waiter: queues waiter `me` at Redis time `t` (`now` in ms), or refreshes
+-- it (see above), alive for `ttl` ms — the number of `waiter_ttl_ms`, WAITER_TTL_MIN at
+-- least (see `alive`); the queue lives as long as its last waiter.
+do
+  local ms, expiry = ttl, waiter_ttl_ms
+  if ms < WAITER_TTL_MIN then
+    ms, expiry = WAITER_TTL_MIN, string.format('%d', WAITER_TTL_MIN)
+  end
+  redis.call('zadd', queue, 'LT', t[1] .. string.sub('00000' .. t[2], -6), me,
+    string.format('%d', LIVE_BASE - now - ms), '~' .. me)
+  redis.call('pexpire', queue, expiry)
+end
+-- @end
+-- @snippet handoff_token: defines `token`, a hand-off's fencing token as text: the Redis
+-- clock `t` in µs, above the last holder's token (the first field of its record `previous`,
+-- or nil). Both have 16 digits (from 2001 to 2286), and then their text orders as their
+-- value does: no number parsed or formatted. Any other length goes by the numbers.
+local token = t[1] .. string.sub('00000' .. t[2], -6)
+if previous and not (#token == 16 and string.byte(previous, 17) == 31
+    and string.sub(previous, 1, 16) < token) then
+  token = string.format('%d', math.max(tonumber(token),
+    tonumber(string.match(previous, '^%d+') or '0') + 1))
+end
+-- @end

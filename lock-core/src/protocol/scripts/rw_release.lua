@@ -38,16 +38,8 @@ if size == 3 then
     string.match(head, '^(%d+)|(([^|:]*)[^|]*:write)|(.*)$')
   if its_owner and now < math.floor(tonumber(popped[2]) / 1000) + WAITER_TTL_MIN then
     redis.call('zrem', queue, '~' .. head)
-    -- The token: the clock in µs, above the last holder's (its record's first field). Both
-    -- have 16 digits (from 2001 to 2286), and then their text orders as their value does:
-    -- no number parsed or formatted. Any other length goes by the numbers.
-    local token = t[1] .. string.sub('00000' .. t[2], -6)
     local previous = state[2]
-    if previous and not (#token == 16 and string.byte(previous, 17) == 31
-        and string.sub(previous, 1, 16) < token) then
-      token = string.format('%d', math.max(tonumber(token),
-        tonumber(string.match(previous, '^%d+') or '0') + 1))
-    end
+    -- @inline handoff_token
     local record = token .. '\31' .. its_owner
     if its_meta ~= '' then record = record .. '\31' .. its_meta end
     redis.call('hset', key, 'mode', 'write', its_owner, '1', HOLDER_FIELD .. ':' .. its_owner, record)

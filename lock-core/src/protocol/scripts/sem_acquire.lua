@@ -45,14 +45,8 @@ if not (first[2] and tonumber(first[2]) <= now) then
       local ttl = tonumber(waiter_ttl_ms)
       if ttl > 0 then
         -- The prelude's `enqueue` and `sem_member`, inline.
-        local expiry = waiter_ttl_ms
-        if ttl < WAITER_TTL_MIN then
-          ttl, expiry = WAITER_TTL_MIN, string.format('%d', WAITER_TTL_MIN)
-        end
         local me = lease_ms .. ':' .. capacity .. '|' .. owner .. '|' .. meta
-        redis.call('zadd', queue, 'LT', t[1] .. string.sub('00000' .. t[2], -6), me,
-          string.format('%d', LIVE_BASE - now - ttl), '~' .. me)
-        redis.call('pexpire', queue, expiry)
+        -- @inline queue_waiter
       end
       return {0, tonumber(first[2]) - now, 0, records[2]}
     end
