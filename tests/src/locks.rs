@@ -43,10 +43,19 @@ pub fn lock_key(name: &str) -> String {
     format!("{}{name}", LockClientBuilder::DEFAULT_KEY_PREFIX)
 }
 
-/// The fair queue of the exclusive lock of `name` (default prefix); `distlock__rwwait:` and
-/// `distlock__semwait:` hold the read-write lock's and the semaphore's.
+/// The fair queue of the exclusive lock of `name` (default prefix).
 pub fn queue_key(name: &str) -> String {
     format!("distlock__wait:{{{}}}", lock_key(name))
+}
+
+/// The fair queue of the read-write lock of `name` (default prefix).
+pub fn rw_queue_key(name: &str) -> String {
+    format!("distlock__rwwait:{{{}}}", lock_key(name))
+}
+
+/// The fair queue of the semaphore `name` (default prefix).
+pub fn sem_queue_key(name: &str) -> String {
+    format!("distlock__semwait:{{{}}}", lock_key(name))
 }
 
 /// lock-core's `LIVE_BASE`: a waiter's deadline entry is scored `LIVE_BASE − deadline ms`.

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_tests::locks::{client, lock_key, queue_key, queued, wait_gone, wait_until, GENEROUS};
+use distlock_tests::locks::{
+    client, lock_key, queue_key, queued, rw_queue_key, wait_gone, wait_until, GENEROUS,
+};
 use distlock_tests::RedisServer;
 use redis::AsyncCommands as _;
 use tokio::sync::Mutex;
@@ -116,7 +118,7 @@ async fn a_hand_off_outbids_a_last_token_ahead_of_the_clock() {
         });
         let queue = match kind {
             "lock" => queue_key(&name),
-            _ => format!("distlock__rwwait:{{{key}}}"),
+            _ => rw_queue_key(&name),
         };
         wait_until("the waiter queued", GENEROUS, || {
             let (mut conn, queue) = (conn.clone(), queue.clone());

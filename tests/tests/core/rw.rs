@@ -8,7 +8,7 @@ use std::time::Duration;
 use distlock_tests::fault::family::run_family;
 use distlock_tests::fault::holder::HolderProcess;
 use distlock_tests::locks::{
-    builder, client, keys_left, lock_key, queue_key, queued, wait_until, GENEROUS,
+    builder, client, keys_left, lock_key, queue_key, queued, rw_queue_key, wait_until, GENEROUS,
 };
 use distlock_tests::redisson::RedissonRwLock;
 use distlock_tests::RedisServer;
@@ -417,6 +417,5 @@ async fn an_exclusive_lock_of_the_name_is_busy_and_untouched() {
 
 /// Waiters in the read-write lock queue of `name` (default prefix).
 async fn rw_queued(server: &RedisServer, name: &str) -> usize {
-    let key = format!("distlock__rwwait:{{{}}}", lock_key(name));
-    queued(&mut server.conn().await, &key).await
+    queued(&mut server.conn().await, &rw_queue_key(name)).await
 }

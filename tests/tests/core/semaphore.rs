@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use distlock_tests::fault::family::run_family;
 use distlock_tests::fault::holder::HolderProcess;
-use distlock_tests::locks::{builder, client, keys_left, lock_key, wait_until, GENEROUS};
+use distlock_tests::locks::{
+    builder, client, keys_left, lock_key, sem_queue_key, wait_until, GENEROUS,
+};
 use distlock_tests::RedisServer;
 use lock_core::{scope, LockError, LockMode};
 use tokio::sync::Mutex;
@@ -116,7 +118,7 @@ async fn waiters_are_served_in_arrival_order() {
         }));
         // Queued (subscribed) before the next one starts.
         let conn = server.conn().await;
-        let queue = format!("distlock__semwait:{{{}}}", lock_key("slots"));
+        let queue = sem_queue_key("slots");
         wait_until("the waiter queued", GENEROUS, || {
             let (mut conn, queue) = (conn.clone(), queue.clone());
             async move { distlock_tests::locks::queued(&mut conn, &queue).await == i + 1 }
@@ -381,7 +383,7 @@ async fn a_handed_permit_keeps_the_keys_for_its_own_lease() {
             .lease(Duration::from_secs(60));
         wait.wait(GENEROUS).await
     });
-    let queue = format!("distlock__semwait:{{{}}}", lock_key("lasting"));
+    let queue = sem_queue_key("lasting");
     wait_until("the waiter queued", GENEROUS, || {
         let (mut conn, queue) = (conn.clone(), queue.clone());
         async move { distlock_tests::locks::queued(&mut conn, &queue).await == 1 }

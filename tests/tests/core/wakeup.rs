@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use distlock_tests::locks::{
-    client, evalsha_calls, lock_key, queued, reset_stats, wait_until, GENEROUS,
+    client, evalsha_calls, queued, reset_stats, rw_queue_key, sem_queue_key, wait_until, GENEROUS,
 };
 use distlock_tests::metrics::counter;
 use distlock_tests::RedisServer;
@@ -37,9 +37,8 @@ async fn waiter_wakes_on_release() {
     let acquired = acquired.expect("waiter acquires");
     let latency = acquired_at - released_at;
     println!("wakeup: acquired {latency:?} after the release");
-    let by_message = ["by=message", "template=wakeup_release"];
     assert_eq!(
-        counter("distlock_wakeups_total", &by_message),
+        woken_by_message("wakeup_release"),
         1,
         "not woken by the message"
     );
@@ -82,9 +81,8 @@ async fn every_kind_is_handed_over_to_another_process_by_message() {
         subscribed_and_retried(&conn, &waiter, 1).await;
         guard.release().await.expect("release");
         let acquired = waiting.await.unwrap().expect("waiter acquires");
-        let by_message = ["by=message", &format!("template={label}")];
         assert_eq!(
-            counter("distlock_wakeups_total", &by_message),
+            woken_by_message(&label),
             1,
             "{kind}: not woken by its grant message"
         );
@@ -104,10 +102,9 @@ async fn one_hand_off_grants_every_waiter_that_fits() {
     let (holder, waiter) = (client(&server.url()), client(&server.url()));
     for kind in ["read", "semaphore"] {
         let (name, queue) = match kind {
-            "read" => ("fits_rw", "distlock__rwwait:"),
-            _ => ("fits_sem", "distlock__semwait:"),
+            "read" => ("fits_rw", rw_queue_key("fits_rw")),
+            _ => ("fits_sem", sem_queue_key("fits_sem")),
         };
-        let queue = format!("{queue}{{{}}}", lock_key(name));
         let guard = match kind {
             "read" => holder.write_lock(name),
             _ => holder.semaphore(name, 1),
@@ -141,9 +138,8 @@ async fn one_hand_off_grants_every_waiter_that_fits() {
         let mut held = Vec::new();
         for (label, wait) in waiting {
             held.push(wait.await.unwrap().expect("waiter acquires"));
-            let by_message = ["by=message", &format!("template={label}")];
             assert_eq!(
-                counter("distlock_wakeups_total", &by_message),
+                woken_by_message(&label),
                 1,
                 "{label}: not woken by its grant message"
             );
@@ -152,6 +148,12 @@ async fn one_hand_off_grants_every_waiter_that_fits() {
             acquired.release().await.unwrap();
         }
     }
+}
+
+/// Wake-ups by message of the waits labelled `label` (`LockRequest::metrics_label`).
+fn woken_by_message(label: &str) -> u64 {
+    let labels = ["by=message", &format!("template={label}")];
+    counter("distlock_wakeups_total", &labels)
 }
 
 /// Waits until `waiter`'s `waiters` waiters on one name (started one by one, each after
