@@ -13,6 +13,7 @@ use distlock_tests::fault::rng::Rng;
 use lock_core::{current_lock, scope, LockClient, LockGuard, LockMode, OnLost};
 
 use crate::args::Control;
+use crate::check::FORCE_RELEASE;
 use crate::history::{Event, HistoryWriter, Mode, Outcome};
 use crate::hold::{self, error_outcome, NoGuard, Plan};
 use crate::http::{self, ports::Ports};
@@ -491,7 +492,7 @@ async fn run_abort_on_lost(
 
 /// An operator's force release: it breaks exclusion by design, so it is a fault window.
 async fn force_release(ctx: &Ctx, op: u64, name: &str) -> Outcome {
-    let fault = format!("force_release {name}");
+    let fault = format!("{FORCE_RELEASE}{name}");
     ctx.history.log(
         op,
         Event::FaultStart {

@@ -97,6 +97,8 @@ pub struct Indexed {
     pub split_windows: Vec<Window>,
     /// Every fault of the controller, safe or not (widened too).
     pub fault_windows: Vec<Window>,
+    /// An operator's `force_release`s, by lock name (widened too).
+    pub forced: BTreeMap<String, Vec<Window>>,
     /// When the nemesis stopped.
     pub nemesis_end: Option<u64>,
     /// Client processes: number → (start, killed at).
@@ -108,6 +110,13 @@ fn failed(outcome: &Outcome) -> bool {
 }
 
 impl Indexed {
+    /// Records `window` under its lock's name when `fault` is an operator's force release.
+    fn add_forced(&mut self, fault: &str, window: Window) {
+        if let Some(name) = fault.strip_prefix(FORCE_RELEASE) {
+            self.forced.entry(name.to_owned()).or_default().push(window);
+        }
+    }
+
     /// Adds windows in which every name is unsafe and two masters may answer, as a fault's
     /// (a Sentinel switch of the named master: [`switches`]).
     pub fn add_split(&mut self, windows: &[Window]) {
@@ -120,23 +129,27 @@ impl Indexed {
     }
 }
 
+/// How an operator's force release is named in the history: this, then the lock's name.
+pub const FORCE_RELEASE: &str = "force_release ";
+
 /// Indexes `records`; `margin` widens each unsafe window at its end (a lease and more).
 pub fn index(records: &[Record], margin: u64) -> Indexed {
     let mut ix = Indexed::default();
-    let mut open: BTreeMap<(u32, u64), (u64, bool, bool)> = BTreeMap::new();
+    let mut open: BTreeMap<(u32, u64), (u64, bool, bool, String)> = BTreeMap::new();
     for r in records {
         if r.p == 0 || matches!(r.ev, Event::FaultStart { .. } | Event::FaultEnd { .. }) {
             match &r.ev {
                 Event::FaultStart {
+                    fault,
                     unsafe_for_exclusion,
                     split_brain,
-                    ..
                 } => {
-                    let entry = (r.t, *unsafe_for_exclusion, *split_brain);
+                    let entry = (r.t, *unsafe_for_exclusion, *split_brain, fault.clone());
                     open.insert((r.p, r.op), entry);
                 }
                 Event::FaultEnd { .. } => {
-                    if let Some((start, unsafe_, split)) = open.remove(&(r.p, r.op)) {
+                    if let Some((start, unsafe_, split, fault)) = open.remove(&(r.p, r.op)) {
+                        ix.add_forced(&fault, (start, r.t + margin));
                         if r.p == 0 {
                             ix.fault_windows.push((start, r.t + margin));
                         }
@@ -194,7 +207,8 @@ pub fn index(records: &[Record], margin: u64) -> Indexed {
         }
     }
     // A fault still open at the end (the run stopped in it) is unsafe to its end.
-    for ((p, _), (start, unsafe_, split)) in open {
+    for ((p, _), (start, unsafe_, split, fault)) in open {
+        ix.add_forced(&fault, (start, u64::MAX));
         if p == 0 {
             ix.fault_windows.push((start, u64::MAX));
         }
@@ -264,5 +278,6 @@ mod tests {
         assert_eq!(ix.unsafe_windows, vec![(10, 25), (30, 45)]);
         assert_eq!(ix.shared_windows, vec![(10, 25)]);
         assert_eq!(ix.fault_windows, vec![(10, 25)]);
+        assert_eq!(ix.forced.get("x0"), Some(&vec![(30, 45)]));
     }
 }
