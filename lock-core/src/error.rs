@@ -3,9 +3,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use redis::{ErrorKind, RedisError, RedisResult};
+use redis::{ErrorKind, RedisError};
 
 use crate::protocol::holder::HolderInfo;
+use crate::protocol::library::LIBRARY_NAME;
 use crate::protocol::name::LockName;
 
 /// Everything that can go wrong while taking, keeping or releasing a lock.
@@ -116,6 +117,28 @@ pub enum LockError {
         /// The lock.
         name: LockName,
     },
+    /// The Redis server has no Redis Functions: distlock's protocol is a functions library,
+    /// which needs Redis 7.0 or later, or Valkey 7.2 or later.
+    #[error("lock `{name}`: the Redis server is version {version}, but distlock needs Redis 7.0+ or Valkey 7.2+ (its protocol is a Redis Functions library)")]
+    ServerTooOld {
+        /// The lock.
+        name: LockName,
+        /// The server's `redis_version`, as `INFO server` tells it.
+        version: String,
+    },
+    /// distlock's functions library is not loaded on the server, and this client's user may
+    /// not load it (`NOPERM` on `FUNCTION LOAD`): an operator loads it ahead of time with
+    /// `distlock functions load` (or [`LockClient::load_functions`](crate::LockClient::load_functions)).
+    #[error("lock `{name}`: distlock's functions library `{library}` is not loaded on this Redis, and this user may not load it ({source}): have an operator run `distlock functions load`, or allow the user `FUNCTION LOAD`")]
+    LibraryNotLoaded {
+        /// The lock.
+        name: LockName,
+        /// The library's name, which carries its version.
+        library: &'static str,
+        /// Redis' refusal of `FUNCTION LOAD`.
+        #[source]
+        source: redis::RedisError,
+    },
     /// No process-wide default client was installed (see
     /// [`set_default_client`](crate::set_default_client)).
     #[error("no default lock client is installed: call lock_core::set_default_client at start-up or pass `client = …`")]
@@ -135,6 +158,8 @@ impl LockError {
             | Self::NotHeld { name }
             | Self::InvalidName { name, .. }
             | Self::InvalidRequest { name, .. }
+            | Self::ServerTooOld { name, .. }
+            | Self::LibraryNotLoaded { name, .. }
             | Self::ShutDown { name } => Some(name),
             Self::InvalidConfig { .. } | Self::NoDefaultClient => None,
         }
@@ -154,9 +179,13 @@ impl LockError {
         )
     }
 
-    /// True when Redis refused the command for good (see [`Refused`](Self::Refused)).
+    /// True when Redis refused the command for good: see [`Refused`](Self::Refused),
+    /// [`ServerTooOld`](Self::ServerTooOld) and [`LibraryNotLoaded`](Self::LibraryNotLoaded).
     pub fn is_refused(&self) -> bool {
-        matches!(self, Self::Refused { .. })
+        matches!(
+            self,
+            Self::Refused { .. } | Self::ServerTooOld { .. } | Self::LibraryNotLoaded { .. }
+        )
     }
 
     /// True when the client was shut down ([`ShutDown`](Self::ShutDown)).
@@ -192,8 +221,19 @@ impl LockError {
     }
 
     /// The error for a failed Redis call about `name` bounded by `timeout`.
-    fn from_redis(name: &LockName, source: RedisError, timeout: Duration) -> Self {
+    fn from_failure(name: &LockName, failure: Failure, timeout: Duration) -> Self {
         let name = name.clone();
+        let source = match failure {
+            Failure::Redis(source) => source,
+            Failure::TooOld { version } => return Self::ServerTooOld { name, version },
+            Failure::NotLoadable(source) => {
+                return Self::LibraryNotLoaded {
+                    name,
+                    library: LIBRARY_NAME,
+                    source,
+                }
+            }
+        };
         if source.is_timeout() {
             Self::Timeout {
                 name,
@@ -217,15 +257,32 @@ fn is_refusal(error: &RedisError) -> bool {
         )
 }
 
+/// Why one Redis call failed: the Redis client's error, or what loading the functions
+/// library found (see [`crate::protocol::call`]).
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Redis(RedisError),
+    /// The server has no `FCALL`: its `redis_version`.
+    TooOld { version: String },
+    /// `FUNCTION LOAD` was refused for lack of permission.
+    NotLoadable(RedisError),
+}
+
+impl From<RedisError> for Failure {
+    fn from(error: RedisError) -> Self {
+        Self::Redis(error)
+    }
+}
+
 /// Runs one Redis call about `name` within `timeout`, naming the lock in its error.
-pub(crate) async fn bounded<T>(
+pub(crate) async fn bounded<T, E: Into<Failure>>(
     name: &LockName,
     timeout: Duration,
-    call: impl Future<Output = RedisResult<T>>,
+    call: impl Future<Output = Result<T, E>>,
 ) -> Result<T, LockError> {
     match tokio::time::timeout(timeout, call).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(source)) => Err(LockError::from_redis(name, source, timeout)),
+        Ok(Err(failure)) => Err(LockError::from_failure(name, failure.into(), timeout)),
         Err(_) => Err(LockError::Timeout {
             name: name.clone(),
             after: timeout,

@@ -131,10 +131,13 @@ pub async fn command_calls(
     (calls, stats)
 }
 
-/// `EVALSHA` calls since [`reset_stats`] (`None`: none), with the stats' text.
-pub async fn evalsha_calls(conn: &mut MultiplexedConnection) -> (Option<u64>, String) {
+/// Function calls (`FCALL`, `FCALL_RO`) since [`reset_stats`] (`None`: none), with the
+/// stats' text.
+pub async fn function_calls(conn: &mut MultiplexedConnection) -> (Option<u64>, String) {
     let (calls, stats) = command_calls(conn).await;
-    (calls.get("evalsha").copied(), stats)
+    let counted = ["fcall", "fcall_ro"].map(|c| calls.get(c).copied());
+    let total = counted.iter().flatten().sum();
+    (counted.iter().any(Option::is_some).then_some(total), stats)
 }
 
 /// The key's PTTL in ms (-2 missing, -1 no expiry).

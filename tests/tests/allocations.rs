@@ -49,7 +49,7 @@ static GLOBAL: Counting = Counting;
 
 /// The budget for the client side of one uncontended cycle.
 const BUDGET: f64 = 30.0;
-/// Cycles before counting: connections made, scripts loaded (NOSCRIPT → EVAL once), caches
+/// Cycles before counting: connections made, the library loaded (once), caches
 /// and the pools of tokio and redis grown to their steady size.
 const WARM_UP: usize = 200;
 const CYCLES: usize = 2_000;

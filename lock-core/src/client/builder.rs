@@ -7,7 +7,7 @@ use crate::client::handle::LockClient;
 use crate::error::LockError;
 use crate::lock::config::{self, check_lease, Config};
 use crate::protocol::holder::HolderConfig;
-use crate::protocol::scripts::Publish;
+use crate::protocol::messages::Publish;
 use crate::transport::connect::{Tls, Topology};
 
 /// Builds a [`LockClient`](crate::LockClient). Every setting has a documented default.

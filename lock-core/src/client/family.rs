@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::client::handle::LockClient;
 use crate::lock::multi::MultiLockRequest;
 use crate::lock::request::LockRequest;
-use crate::protocol::kind::{READ, SEMAPHORE, WRITE};
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 
 impl LockClient {
@@ -33,14 +33,14 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn read_lock(&self, name: impl Into<LockName>) -> LockRequest {
-        LockRequest::new(Arc::clone(&self.inner), name.into(), &READ)
+        LockRequest::new(Arc::clone(&self.inner), name.into(), LockMode::Read)
     }
 
     /// Starts a request for the write side of the read-write lock `name`: held alone, with
     /// no reader and no other writer; see [`read_lock`](Self::read_lock). Its fencing token
     /// is above every token issued before for the name, to readers and writers alike.
     pub fn write_lock(&self, name: impl Into<LockName>) -> LockRequest {
-        LockRequest::new(Arc::clone(&self.inner), name.into(), &WRITE)
+        LockRequest::new(Arc::clone(&self.inner), name.into(), LockMode::Write)
     }
 
     /// Starts a request for one permit of the semaphore `name`, of which at most `permits`
@@ -67,7 +67,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn semaphore(&self, name: impl Into<LockName>, permits: u32) -> LockRequest {
-        LockRequest::new(Arc::clone(&self.inner), name.into(), &SEMAPHORE).permits(permits)
+        LockRequest::new(Arc::clone(&self.inner), name.into(), LockMode::Permit).permits(permits)
     }
 
     /// Starts a request for several locks at once, all or nothing: a transfer locks both

@@ -12,7 +12,6 @@ use crate::lock::config::Config;
 use crate::lock::engine::Engine;
 use crate::lock::request::LockRequest;
 use crate::protocol::kind::mode::LockMode;
-use crate::protocol::kind::EXCLUSIVE;
 use crate::protocol::name::LockName;
 use crate::transport::connect::{Tls, Topology};
 
@@ -131,7 +130,7 @@ impl LockClient {
     /// Starts a request for the lock `name`; `.await` it to acquire (waiting up to the
     /// client's default wait), or set `.lease(…)`, `.wait(…)` first.
     pub fn lock(&self, name: impl Into<LockName>) -> LockRequest {
-        LockRequest::new(Arc::clone(&self.inner), name.into(), &EXCLUSIVE)
+        LockRequest::new(Arc::clone(&self.inner), name.into(), LockMode::Exclusive)
     }
 
     /// Runs `fut` under the lock `name` and releases it afterwards, whatever happens
@@ -177,7 +176,7 @@ impl LockClient {
     /// [`LockError::InvalidRequest`]). Lets a layer or a service refuse a setup at start
     /// rather than on every request.
     pub fn supports(&self, mode: LockMode) -> bool {
-        self.inner.nodes.len() == 1 || mode.kind().redlock
+        mode.unsupported(1, self.inner.nodes.len()).is_none()
     }
 
     /// The UUID that starts this client's Redis owner ids.

@@ -9,7 +9,7 @@ use crate::election::observe::Observe;
 use crate::error::LockError;
 use crate::lock::engine::Engine;
 use crate::lock::scope::Scope;
-use crate::protocol::kind::EXCLUSIVE;
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
 
 /// The metrics label of elections' holds.
@@ -159,7 +159,7 @@ impl Election {
                  no single record names the leader",
             ));
         }
-        inner.keys(&self.name, &EXCLUSIVE)
+        inner.keys(&self.name, LockMode::Exclusive)
     }
 
     fn invalid(&self, reason: &str) -> LockError {

@@ -6,7 +6,7 @@ use crate::error::LockError;
 use crate::lock::engine::Engine;
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::name::{LockKeys, LockName};
-use crate::protocol::scripts::fleet::{self, LeaderReply};
+use crate::protocol::fleet::{self, LeaderReply};
 
 /// The leader of an election, as [`Election::leader`](crate::Election::leader) and
 /// [`Election::observe`](crate::Election::observe) read it.

@@ -4,7 +4,7 @@
 use crate::error::LockError;
 use crate::lock::guard::{LockGuard, Lost};
 use crate::protocol::name::LockName;
-use crate::protocol::scripts::fleet;
+use crate::protocol::fleet;
 
 /// This instance leads the election while it holds this: owned, `'static`, `Send`.
 ///

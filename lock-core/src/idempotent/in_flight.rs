@@ -11,7 +11,7 @@ use crate::idempotent::record::{self, StoredKind};
 use crate::lock::guard::{LockGuard, Lost, Release};
 use crate::lock::held::Held;
 use crate::protocol::name::LockName;
-use crate::protocol::scripts::{self, Completed, Hold};
+use crate::protocol::complete::{complete, Completed, Hold};
 
 /// A key in flight for its caller: the in-flight lock's guard and what completing needs.
 /// Dropping it releases the lock and stores nothing (the key is free for a retry).
@@ -97,7 +97,7 @@ async fn complete_in_redis(
         lease: held.lease,
     };
     let publish = held.client.config.publish;
-    let call = scripts::complete(&hold, record, value, retention, publish);
+    let call = complete(&hold, record, value, retention, publish);
     let mut conn = held.client.conn();
     let timeout = held.client.config.command_timeout;
     bounded(&held.name, timeout, call.invoke_async(&mut conn)).await

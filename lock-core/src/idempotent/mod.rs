@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use crate::client::handle::LockClient;
 use crate::error::{bounded, LockError};
-use crate::protocol::kind::EXCLUSIVE;
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 
 use error::IdempotencyError;
@@ -178,7 +178,7 @@ impl Idempotency {
 
     /// The record's key: `distlock__idem:{<lock key>}`, in the lock's slot.
     fn record_key(&self) -> Result<Vec<u8>, LockError> {
-        let keys = self.client.inner.keys(&self.key, &EXCLUSIVE)?;
+        let keys = self.client.inner.keys(&self.key, LockMode::Exclusive)?;
         Ok([RECORD_PREFIX.as_bytes(), b"{", keys.lock(), b"}"].concat())
     }
 

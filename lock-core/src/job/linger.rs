@@ -9,7 +9,7 @@ use crate::lock::guard::{LockGuard, Lost};
 use crate::lock::guarded::Guarded;
 use crate::lock::held::finish_in_background;
 use crate::lock::scope::LockInfo;
-use crate::protocol::scripts::fleet;
+use crate::protocol::fleet;
 
 /// Below this much left, a lingering release is an ordinary one.
 const MIN_LINGER: std::time::Duration = std::time::Duration::from_millis(1);

@@ -18,7 +18,7 @@ use crate::lock::options::OnLost;
 use crate::lock::request::LockRequest;
 use crate::lock::scope::scope;
 use crate::lock::time::later;
-use crate::protocol::kind::EXCLUSIVE;
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 
 /// One fire of a job that must run on one instance of the fleet: made by
@@ -77,7 +77,7 @@ impl fmt::Debug for JobRequest {
 impl JobRequest {
     pub(crate) fn new(client: LockClient, name: LockName) -> Self {
         Self {
-            request: LockRequest::new(Arc::clone(&client.inner), name, &EXCLUSIVE)
+            request: LockRequest::new(Arc::clone(&client.inner), name, LockMode::Exclusive)
                 .wait(Duration::ZERO),
             hold_at_least: None,
             on_lost: OnLost::Abort,

@@ -21,10 +21,11 @@ use crate::lock::scope::{next_owner_number, Scope};
 use crate::lock::time::{drift, later};
 use crate::metrics::{self, MetricsLabel};
 use crate::protocol::holder::HolderInfo;
-use crate::protocol::kind::{Kind, WAITER_TTL_MS};
+use crate::protocol::kind::mode::LockMode;
+use crate::protocol::kind::WAITER_TTL_MS;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::AcquireReply;
-use crate::protocol::scripts;
+use crate::protocol::calls;
 use crate::transport::waiters::{Subscription, Wake};
 
 /// Pause before retrying a lock that has no TTL (set by someone else without expiry).
@@ -129,8 +130,8 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
 
 /// The Redis owner id `<client id>:<number>` (Redisson's `<id>:<thread>`), with Redisson's
 /// `:write` suffix for a writer, in one allocation of its final size.
-pub(crate) fn owner_id(client: &str, number: u64, kind: &Kind) -> String {
-    let suffix = kind.owner_suffix;
+pub(crate) fn owner_id(client: &str, number: u64, kind: LockMode) -> String {
+    let suffix = kind.owner_suffix();
     let mut owner = String::with_capacity(client.len() + 1 + 20 + suffix.len());
     write!(owner, "{client}:{number}{suffix}").expect("writing to a String cannot fail");
     owner
@@ -138,7 +139,7 @@ pub(crate) fn owner_id(client: &str, number: u64, kind: &Kind) -> String {
 
 /// Refuses what a kind cannot do: a semaphore without permits, and the shared kinds under
 /// Redlock (a reader set or a permit count cannot be voted on node by node).
-fn check_kind(inner: &Engine, name: &LockName, kind: &Kind, permits: u32) -> Result<(), LockError> {
+fn check_kind(inner: &Engine, name: &LockName, kind: LockMode, permits: u32) -> Result<(), LockError> {
     match kind.unsupported(permits, inner.nodes.len()) {
         None => Ok(()),
         Some(reason) => Err(LockError::InvalidRequest {
@@ -148,8 +149,8 @@ fn check_kind(inner: &Engine, name: &LockName, kind: &Kind, permits: u32) -> Res
     }
 }
 
-fn reentered(held: Arc<Held>, wanted: &Kind) -> Result<LockGuard, LockError> {
-    let held_kind = held.keys.kind();
+fn reentered(held: Arc<Held>, wanted: LockMode) -> Result<LockGuard, LockError> {
+    let held_kind = held.keys.mode();
     let guard = LockGuard::new(held);
     if !held_kind.covers(wanted) {
         // Dropping the guard gives the hold back.
@@ -307,7 +308,7 @@ impl Attempter<'_> {
         if self.inner.nodes.len() == 1 {
             return Ok(());
         }
-        let call = scripts::fence_floor(self.keys, token, self.lease);
+        let call = calls::fence_floor(self.keys, token, self.lease);
         let quorum = self.inner.quorum();
         let raised = |answers: &[Result<i64, LockError>]| {
             answers.iter().filter(|a| a.is_ok()).count() >= quorum
@@ -355,7 +356,7 @@ impl Attempter<'_> {
     async fn try_once(&self, waiter_ttl: Duration) -> Result<Attempt, LockError> {
         let started = Instant::now();
         let publish = self.inner.config.publish;
-        let call = scripts::acquire(
+        let call = calls::acquire(
             self.keys,
             &self.owner,
             self.lease,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::error::LockError;
 use crate::protocol::holder::HolderConfig;
 use crate::protocol::name::LockName;
-use crate::protocol::scripts::Publish;
+use crate::protocol::messages::Publish;
 
 /// Shortest lease accepted (see [`LockClientBuilder::MIN_LEASE`](crate::LockClientBuilder::MIN_LEASE)).
 pub(crate) const MIN_LEASE: Duration = Duration::from_millis(10);

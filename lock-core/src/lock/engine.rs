@@ -17,9 +17,9 @@ use crate::lock::config::Config;
 use crate::lock::health::Health;
 use crate::lock::holds::Holds;
 use crate::lock::watchdog::{self, Watchdog};
-use crate::protocol::kind::Kind;
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
-use crate::protocol::scripts::Call;
+use crate::protocol::call::Call;
 use crate::transport::backend::Conn;
 use crate::transport::connect::{connect, ConnectOptions, Connections, Tls, Topology};
 use crate::transport::waiters::Waiters;
@@ -132,7 +132,7 @@ impl Engine {
     ///
     /// # Errors
     /// [`LockError::InvalidName`] for an empty name or one above the client's limit.
-    pub(crate) fn keys(&self, name: &LockName, kind: &'static Kind) -> Result<LockKeys, LockError> {
+    pub(crate) fn keys(&self, name: &LockName, kind: LockMode) -> Result<LockKeys, LockError> {
         if let Some(reason) = name.invalid_reason(self.config.max_name_len) {
             return Err(LockError::InvalidName {
                 name: name.clone(),
@@ -145,7 +145,7 @@ impl Engine {
     }
 
     /// The keys of the lock of `kind` whose Redis key is `lock` (as found by a scan).
-    pub(crate) fn keys_of(&self, lock: &[u8], kind: &'static Kind) -> LockKeys {
+    pub(crate) fn keys_of(&self, lock: &[u8], kind: LockMode) -> LockKeys {
         LockKeys::for_key(lock, kind, self.nodes.len() > 1).sharded(self.is_sharded())
     }
 

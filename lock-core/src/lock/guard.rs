@@ -22,7 +22,7 @@ use crate::lock::scope::{LockInfo, Scope};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::RenewReply;
-use crate::protocol::scripts;
+use crate::protocol::calls;
 
 /// Proof of a held lock. Owned, `Send` and `'static`: keep it in a struct, move it into a
 /// task, hold it across `.await`s.
@@ -76,7 +76,7 @@ impl LockGuard {
     /// semaphore's permit. A read guard re-entered from the scope's write lock answers
     /// [`LockMode::Write`]: it is that hold.
     pub fn mode(&self) -> LockMode {
-        self.held.keys.kind().mode
+        self.held.keys.mode()
     }
 
     /// The fencing token of this hold: strictly greater than every token issued before for
@@ -142,7 +142,7 @@ impl LockGuard {
         if held.is_lost() || held.is_released() {
             return Err(held.lost_error());
         }
-        let call = scripts::renew([(&held.keys, held.owner.as_str(), lease)]);
+        let call = calls::renew([(&held.keys, held.owner.as_str(), lease)]);
         let sent_at = Instant::now();
         let nodes = held.client.nodes.len();
         let ttls = |answers: &[Result<RenewReply, LockError>]| -> Vec<Option<i64>> {

@@ -17,7 +17,7 @@ use crate::lock::time::{drift, later};
 use crate::metrics::{self, MetricsLabel};
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::ReleaseReply;
-use crate::protocol::scripts;
+use crate::protocol::calls;
 
 /// One hold of a lock by one owner. Reentrant guards of a scope share it.
 #[derive(Debug)]
@@ -243,7 +243,7 @@ impl Held {
         }
         let publish = self.client.config.publish;
         let (keys, capacity) = (&self.keys, self.capacity);
-        let call = scripts::release(keys, &self.owner, self.lease, publish, None, capacity);
+        let call = calls::release(keys, &self.owner, self.lease, publish, None, capacity);
         // A Redlock hold missing from a majority was lost (another owner could take the
         // majority): the release must say so, not answer Ok at the first node that had it
         // (found by distlock-verify's honesty checker: a force release raced an acquisition,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::lock::engine::Engine;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::ReleaseReply;
-use crate::protocol::scripts;
+use crate::protocol::calls;
 
 /// An acquisition under way. Unless disarmed, it leaves no trace in Redis: the owner is
 /// taken out of the queue, and a hold it got without seeing the answer (a dropped future, a
@@ -87,7 +87,7 @@ pub(crate) async fn leave(
 ) {
     let name = LockName::from(keys.lock());
     let publish = inner.config.publish;
-    let call = scripts::release(keys, owner, lease, publish, Some(meta), capacity);
+    let call = calls::release(keys, owner, lease, publish, Some(meta), capacity);
     for answer in inner.eval_each(&name, lease, call).await {
         match answer {
             Ok(ReleaseReply::NotHeld) => {}

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::error::{bounded, LockError};
 use crate::lock::guard::LockGuard;
 use crate::lock::time::later;
-use crate::protocol::scripts;
+use crate::protocol::calls;
 use crate::transport::backend::Conn;
 
 /// Pause after a failed `WAIT`, so a server that refuses at once is not asked in a busy loop.
@@ -62,7 +62,7 @@ async fn acknowledged(
     let client = &held.client;
     let mut conn: Conn = client.replication.clone().unwrap_or_else(|| client.conn());
     let command_timeout = client.config.command_timeout;
-    let touch = scripts::touch(&held.keys, &held.owner, held.lease);
+    let touch = calls::touch(&held.keys, &held.owner, held.lease);
     let ttl: i64 = bounded(&held.name, command_timeout, touch.invoke_async(&mut conn)).await?;
     if ttl <= 0 {
         held.mark_lost("the lock was gone before its replicas acknowledged it");

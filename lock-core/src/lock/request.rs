@@ -14,7 +14,7 @@ use crate::lock::acquire;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions};
-use crate::protocol::kind::Kind;
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 
 /// A request for one hold of one name: the lock ([`LockClient::lock`](crate::LockClient::lock)), a side of a
@@ -27,7 +27,7 @@ use crate::protocol::name::LockName;
 pub struct LockRequest {
     pub(crate) engine: Arc<Engine>,
     pub(crate) name: LockName,
-    pub(crate) kind: &'static Kind,
+    pub(crate) kind: LockMode,
     /// A semaphore's capacity as this caller sees it (1 for the other kinds).
     pub(crate) permits: u32,
     pub(crate) options: RequestOptions,
@@ -37,14 +37,14 @@ impl fmt::Debug for LockRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockRequest")
             .field("name", &self.name)
-            .field("mode", &self.kind.mode)
+            .field("mode", &self.kind)
             .field("options", &self.options)
             .finish()
     }
 }
 
 impl LockRequest {
-    pub(crate) fn new(engine: Arc<Engine>, name: LockName, kind: &'static Kind) -> Self {
+    pub(crate) fn new(engine: Arc<Engine>, name: LockName, kind: LockMode) -> Self {
         let options = RequestOptions::new(&engine);
         Self {
             engine,

@@ -17,7 +17,7 @@ use crate::lock::held::Held;
 use crate::lock::quorum::renewal;
 use crate::lock::time::later;
 use crate::protocol::replies::RenewReply;
-use crate::protocol::scripts;
+use crate::protocol::calls;
 use crate::transport::backend::Conn;
 
 /// Locks per renewal script: keeps each script short so Redis never stalls on one.
@@ -96,7 +96,7 @@ async fn renew(client: &Engine, due: &[Arc<Held>]) {
     let sent_at = Instant::now();
     let groups = batches(due, &client.conn());
     let batches = groups.iter().map(|batch| async move {
-        let call = scripts::renew(batch.iter().map(|h| (&h.keys, h.owner.as_str(), h.lease)));
+        let call = calls::renew(batch.iter().map(|h| (&h.keys, h.owner.as_str(), h.lease)));
         // Errors name the batch's first lock (the log line gives the batch size); watchdog
         // locks all have the client's lease.
         let first = &batch[0];

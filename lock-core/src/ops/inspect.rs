@@ -7,10 +7,9 @@ use crate::lock::engine::Engine;
 
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::kind::mode::LockMode;
-use crate::protocol::kind::EXCLUSIVE;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::{HoldingReply, InspectReply};
-use crate::protocol::scripts;
+use crate::protocol::calls;
 
 /// A snapshot of one lock in Redis, taken atomically by
 /// [`LockClient::inspect`](crate::LockClient::inspect) or [`LockClient::list`](crate::LockClient::list).
@@ -147,8 +146,8 @@ pub(crate) async fn state(
 ) -> Result<(LockState, bool), LockError> {
     let (state, is_lock) = read(client, &name, &keys).await?;
     // A read-write lock or a semaphore keeps its waiters in its own queue: read it there.
-    match state.mode.map(LockMode::kind) {
-        Some(kind) if kind.layout.queue_prefix != keys.kind().layout.queue_prefix => {
+    match state.mode {
+        Some(kind) if kind.queue_prefix() != keys.mode().queue_prefix() => {
             let keys = client.keys_of(keys.lock(), kind);
             read(client, &name, &keys).await
         }
@@ -162,7 +161,7 @@ async fn read(
     name: &LockName,
     keys: &LockKeys,
 ) -> Result<(LockState, bool), LockError> {
-    let call = scripts::inspect(keys);
+    let call = calls::inspect(keys);
     let answers = client.eval_each(name, client.config.lease, call).await;
     let nodes = answers.len();
     let mut states = Vec::with_capacity(nodes);
@@ -200,7 +199,7 @@ fn node_state(name: &LockName, keys: &LockKeys, reply: InspectReply) -> (LockSta
                 remaining_ttl: reply.remaining_ttl,
                 holder: reply.holder.clone(),
             };
-            (Some(EXCLUSIVE.mode), vec![holding])
+            (Some(LockMode::Exclusive), vec![holding])
         }
         _ => (None, Vec::new()),
     };

@@ -93,7 +93,7 @@ async fn scan_cluster(
             let master = Route::new(slot, SlotAddr::Master);
             let node = SingleNodeRoutingInfo::SpecificNode(master);
             let call = conn.route_command(scan(cursor, pattern), RoutingInfo::SingleNode(node));
-            let call = async { Ok(redis::from_redis_value(call.await?)?) };
+            let call = async { Ok::<_, redis::RedisError>(redis::from_redis_value(call.await?)?) };
             cursor = page(bounded(what, timeout, call).await?, keys);
             if cursor == 0 {
                 break;

@@ -14,9 +14,12 @@ use crate::error::LockError;
 use crate::lock::revoke;
 use crate::ops::inspect::LockState;
 use crate::ops::list::glob_escape;
-use crate::protocol::kind::{Kind, EXCLUSIVE};
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::{decode, encode_into, LockName};
-use crate::protocol::scripts;
+use crate::protocol::calls;
+use crate::protocol::library::{LIBRARY, LIBRARY_NAME};
+use crate::error::bounded;
+use redis::Value;
 
 /// Locks [`LockClient::list`] reads at once.
 const LIST_IN_FLIGHT: usize = 64;
@@ -38,7 +41,7 @@ impl LockClient {
     /// Read-only: dropping the future changes nothing.
     pub async fn inspect(&self, name: impl Into<LockName>) -> Result<LockState, LockError> {
         let name = name.into();
-        let keys = self.inner.keys(&name, &EXCLUSIVE)?;
+        let keys = self.inner.keys(&name, LockMode::Exclusive)?;
         Ok(inspect::state(&self.inner, name, keys).await?.0)
     }
 
@@ -66,7 +69,7 @@ impl LockClient {
         let mut states = stream::iter(keys)
             .map(|key| {
                 let name = LockName::from(decode(&key[prefix.len()..]));
-                inspect::state(&self.inner, name, self.inner.keys_of(&key, &EXCLUSIVE))
+                inspect::state(&self.inner, name, self.inner.keys_of(&key, LockMode::Exclusive))
             })
             // In order, a bounded number in flight: a large keyspace neither floods the
             // connection nor holds every answer at once.
@@ -79,6 +82,42 @@ impl LockClient {
             }
         }
         Ok(locks)
+    }
+
+    /// Loads distlock's Redis Functions library on every node this client uses (every
+    /// master of a Cluster, every Redlock node, the master Sentinels name), replacing a
+    /// library of the same name and version. Clients load it by themselves where a call
+    /// finds it missing; an operator loads it ahead of time for services whose Redis user may
+    /// not run `FUNCTION LOAD` (least privilege: `FCALL` without `EVAL` or `FUNCTION`), as
+    /// `distlock functions load` does. Returns the library's name, which carries its
+    /// version.
+    ///
+    /// # Errors
+    /// The Redis errors ([`LockError::Refused`] for a user without `FUNCTION LOAD`), and
+    /// [`LockError::ServerTooOld`] for a server without Redis Functions.
+    ///
+    /// # Cancel safety
+    /// Dropped midway, some nodes may have the library and others not; calling again is
+    /// safe.
+    pub async fn load_functions(&self) -> Result<&'static str, LockError> {
+        let what = LockName::from(LIBRARY_NAME);
+        let timeout = self.inner.config.command_timeout;
+        let mut load = redis::cmd("FUNCTION");
+        load.arg("LOAD").arg("REPLACE").arg(LIBRARY);
+        for conn in &self.inner.nodes {
+            let mut conn = conn.clone();
+            let loaded = bounded(&what, timeout, load.query_async::<Value>(&mut conn)).await;
+            match loaded {
+                Err(LockError::Unavailable { source, .. }) if is_unknown_function_load(&source) => {
+                    let version = bounded(&what, timeout, conn.server_version(b"")).await?;
+                    return Err(LockError::ServerTooOld { name: what, version });
+                }
+                other => {
+                    other?;
+                }
+            }
+        }
+        Ok(LIBRARY_NAME)
     }
 
     /// Deletes the lock `name` whoever holds it, for operators: its holder record goes too,
@@ -129,10 +168,10 @@ impl LockClient {
             1 => state.mode(),
             _ => None,
         };
-        let kind: &'static Kind = mode.map_or(&EXCLUSIVE, |mode| mode.kind());
+        let kind = mode.unwrap_or(LockMode::Exclusive);
         let keys = self.inner.keys(&name, kind)?;
         // Every node: a Redlock lock lives on a majority of them.
-        let call = scripts::force_release(&keys, self.inner.config.publish);
+        let call = calls::force_release(&keys, self.inner.config.publish);
         let mut released = false;
         let mut first_error = None;
         for answer in self
@@ -157,4 +196,13 @@ impl LockClient {
         tracing::warn!(lock = %name, holders = owners.len(), told, "force-released by an operator");
         Ok(Some(told))
     }
+}
+
+/// `ERR unknown command 'FUNCTION'` (or unknown subcommand): a server before Redis 7.0.
+fn is_unknown_function_load(error: &redis::RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error.detail().is_some_and(|d| {
+            let d = d.to_ascii_lowercase();
+            d.contains("unknown") && d.contains("function")
+        })
 }

@@ -1,6 +1,7 @@
 //! Holder metadata: who holds a lock, recorded at acquisition for operators.
 //!
-//! Each acquisition writes the field [`HOLDER_FIELD`] of the lock's hash in the same call
+//! Each acquisition writes the field `distlock:holder` (`HOLDER_FIELD` in `library.lua`;
+//! never an owner id: those are `<uuid>:<n>`) of the lock's hash in the same call
 //! that takes the lock (no extra round trip, no key of its own): the hold's fencing token,
 //! the owner, and the service name, host, process id and an optional request id. The
 //! acquisition time is the token's (the Redis clock in µs). It lives and dies with the
@@ -8,10 +9,6 @@
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// The field of the lock hash that holds the hold's record (never an owner id: those are
-/// `<uuid>:<n>`).
-pub(crate) const HOLDER_FIELD: &str = "distlock:holder";
 
 /// Separates the fields of the encoded metadata (the Lua side splits on it).
 const SEP: char = '\u{1f}';

@@ -1,18 +1,33 @@
-//! What the scripts publish on a lock's release channel, and reading it back.
+//! What the library's functions publish on a lock's release channel, how, and reading it
+//! back.
 //!
-//! The constants are the one definition: the scripts get them through the header that
-//! [`scripts`](crate::protocol::scripts) generates.
-
-/// What a release publishes when nobody was handed the lock (Redisson's unlock message).
-pub(crate) const RELEASE_MESSAGE: &str = "0";
-
-/// What the release of a write lock publishes when nobody was handed it (Redisson's
-/// `READ_UNLOCK_MESSAGE`, on which all of its waiters retry).
-pub(crate) const WRITE_RELEASE_MESSAGE: &str = "1";
+//! `library.lua` has the same constants (the protocol tests compare them).
 
 /// The prefix of a grant message; the rest is `<owner>:<token>`. Published on distlock's
 /// grants channel only, never on a channel Redisson reads (it decodes those as numbers).
 pub(crate) const GRANT_PREFIX: &str = "distlock:grant:";
+
+/// How release and grant messages are published.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Publish {
+    /// `PUBLISH`: one server, Sentinel, Redlock, or a Cluster without sharded pub/sub.
+    Plain,
+    /// `SPUBLISH` (Redis 7+): a Cluster, where the message then stays within the lock's
+    /// shard — as Redisson 3.23+ publishes on a Cluster that supports it.
+    #[cfg(feature = "cluster")]
+    Sharded,
+}
+
+impl Publish {
+    /// The command that publishes on this topology's channels.
+    pub(crate) fn command(self) -> &'static str {
+        match self {
+            Self::Plain => "publish",
+            #[cfg(feature = "cluster")]
+            Self::Sharded => "spublish",
+        }
+    }
+}
 
 /// One message on a release channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,12 +87,5 @@ mod tests {
             Message::UnreadableGrant
         );
         assert_eq!(Message::parse(b"0"), Message::Release);
-    }
-
-    #[test]
-    fn constants_need_no_quoting_in_lua() {
-        for c in [GRANT_PREFIX, RELEASE_MESSAGE] {
-            assert!(!c.contains(['\'', '\\', '\n']), "{c}");
-        }
     }
 }

@@ -1,8 +1,9 @@
 //! The on-Redis protocol, in one place: lock names and the keys derived from them
-//! ([`name`], [`template`]), the kinds of hold ([`kind`]: one file each, with its scripts
-//! and layout), the Lua scripts' machinery ([`scripts`]) and what they answer
-//! ([`replies`]), the messages on a lock's channel ([`messages`]), and the holder record
-//! ([`holder`]).
+//! ([`name`], [`template`]), the kinds of hold ([`kind`]), the Redis Functions library
+//! that runs every operation (`library.lua`, named in [`library`]), one call of it
+//! ([`call`]) and the calls of each operation ([`calls`], [`fleet`], [`complete`]), what
+//! they answer ([`replies`]), the messages on a lock's channel ([`messages`]), and the
+//! holder record ([`holder`]).
 //!
 //! The lock itself is Redisson's `RLock` layout: a hash `owner → hold count` with a PEXPIRE,
 //! and a release publishes `0` on `redisson_lock__channel:{<key>}`. On top of it distlock
@@ -18,7 +19,7 @@
 //! - an election's proclaimed value: the field `distlock:holder:value` of the lock hash (a
 //!   record field, which INSPECT files with the records); a scheduled job's `hold_at_least`
 //!   leaves the ordinary hash with the remaining TTL instead of deleting it
-//!   ([`scripts::fleet`]);
+//!   ([`fleet`]);
 //! - queue `distlock__wait:{<key>}`: one ZSET holding each waiter twice, its member by
 //!   arrival (µs, Redis clock) and `~<member>` by liveness deadline (stored as
 //!   `LIVE_BASE − deadline ms`, so that one `ZADD LT` queues a waiter or refreshes it
@@ -44,13 +45,17 @@
 //!
 //! A waiter's member is `<lease ms>|<owner>|<metadata>`, so a hand-off can set the waiter's
 //! own lease and holder record (owners never contain `|`; only the first two count, and a
-//! member without metadata is accepted). Every script touches only keys of one lock, all in
+//! member without metadata is accepted). Every function touches only keys of one lock, all in
 //! one slot (see [`LockKeys`](name::LockKeys)).
 
+pub(crate) mod call;
+pub(crate) mod calls;
+pub(crate) mod complete;
+pub(crate) mod fleet;
 pub(crate) mod holder;
 pub(crate) mod kind;
+pub(crate) mod library;
 pub(crate) mod messages;
 pub(crate) mod name;
 pub(crate) mod replies;
-pub(crate) mod scripts;
 pub(crate) mod template;

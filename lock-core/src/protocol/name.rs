@@ -2,7 +2,8 @@
 
 use std::fmt;
 
-use crate::protocol::kind::{Kind, GRANTS_PREFIX};
+use crate::protocol::kind::mode::LockMode;
+use crate::protocol::kind::GRANTS_PREFIX;
 
 /// The name of a lock: any bytes the application chooses.
 ///
@@ -108,27 +109,27 @@ impl fmt::Debug for LockName {
 ///
 /// One buffer holds them all: the release channel (Redisson's
 /// `redisson_lock__channel:{<lock key>}` for a lock, `redisson_rwlock:{<lock key>}` for a
-/// read-write lock, see [`Layout`](crate::protocol::kind::Layout)) contains the lock key, and every
+/// read-write lock, see [`LockMode::channel_prefix`]) contains the lock key, and every
 /// companion key is a constant prefix before the same `{<lock key>}`. So deriving the keys of a lock costs one
 /// allocation, and the companions are written straight into the script call.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LockKeys {
     channel: Vec<u8>,
-    /// What the lock is: its scripts and its layout.
-    kind: &'static Kind,
-    /// Redlock only: the scripts also take the fence floor, so that a later majority's
+    /// What the lock is: its functions and its layout.
+    mode: LockMode,
+    /// Redlock only: the functions also take the fence floor, so that a later majority's
     /// tokens are greater. One server, a Cluster or Sentinel: three keys.
     fenced: bool,
-    /// Cluster only: the scripts first check that the lock's slot is not being migrated to
-    /// another node (see `scripts/migrating.lua`).
+    /// Cluster only: the functions first check that the lock's slot is not being migrated to
+    /// another node (see `migrating` in `library.lua`).
     sharded: bool,
 }
 
 impl LockKeys {
     /// Derives the keys of `name` under `prefix` (already validated brace-free; the name is
     /// checked with [`LockName::invalid_reason`] first); `fenced` under Redlock.
-    pub(crate) fn new(prefix: &str, name: &LockName, kind: &'static Kind, fenced: bool) -> Self {
-        let channel_prefix = kind.layout.channel_prefix;
+    pub(crate) fn new(prefix: &str, name: &LockName, kind: LockMode, fenced: bool) -> Self {
+        let channel_prefix = kind.channel_prefix();
         // Exact for names without escapes; escaped bytes grow it once.
         let len = channel_prefix.len() + prefix.len() + name.0.len() + 2;
         let mut channel = Vec::with_capacity(len);
@@ -139,7 +140,7 @@ impl LockKeys {
         channel.push(b'}');
         Self {
             channel,
-            kind,
+            mode: kind,
             fenced,
             sharded: false,
         }
@@ -157,11 +158,11 @@ impl LockKeys {
     }
 
     /// The keys of the lock of `kind` whose Redis key is `lock` (as found by a scan).
-    pub(crate) fn for_key(lock: &[u8], kind: &'static Kind, fenced: bool) -> Self {
-        let channel = [kind.layout.channel_prefix.as_bytes(), b"{", lock, b"}"].concat();
+    pub(crate) fn for_key(lock: &[u8], kind: LockMode, fenced: bool) -> Self {
+        let channel = [kind.channel_prefix().as_bytes(), b"{", lock, b"}"].concat();
         Self {
             channel,
-            kind,
+            mode: kind,
             fenced,
             sharded: false,
         }
@@ -170,7 +171,7 @@ impl LockKeys {
     /// The lock's own key: the Redisson-compatible hash `owner → hold count` with the holder
     /// record (a lock, a read-write lock), or a semaphore's holders.
     pub(crate) fn lock(&self) -> &[u8] {
-        &self.channel[self.kind.layout.channel_prefix.len() + 1..self.channel.len() - 1]
+        &self.channel[self.mode.channel_prefix().len() + 1..self.channel.len() - 1]
     }
 
     /// The release channel, `<kind's channel prefix>{<lock key>}`.
@@ -183,14 +184,14 @@ impl LockKeys {
     /// before its first `:` (as the scripts read it). Same slot as the lock; one channel
     /// per waiting client, so a grant is delivered to one process only.
     pub(crate) fn grants_channel(&self, owner: &str) -> Vec<u8> {
-        let tag = &self.channel[self.kind.layout.channel_prefix.len()..];
+        let tag = &self.channel[self.mode.channel_prefix().len()..];
         let client = owner.split_once(':').map_or(owner, |(client, _)| client);
         [GRANTS_PREFIX.as_bytes(), tag, b":", client.as_bytes()].concat()
     }
 
     /// What the lock is.
-    pub(crate) fn kind(&self) -> &'static Kind {
-        self.kind
+    pub(crate) fn mode(&self) -> LockMode {
+        self.mode
     }
 
     /// The keys the scripts of one lock take, in their one order: the lock, the fair queue of
@@ -198,8 +199,8 @@ impl LockKeys {
     /// records, or under Redlock the fence floor. Each comes as two parts that spell it when joined: `("", lock key)`, or a
     /// companion's prefix and `{<lock key>}`.
     pub(crate) fn in_key_order(&self) -> impl Iterator<Item = (&'static str, &[u8])> + Clone {
-        let tag = &self.channel[self.kind.layout.channel_prefix.len()..];
-        let companions = self.kind.layout.companions(self.fenced);
+        let tag = &self.channel[self.mode.channel_prefix().len()..];
+        let companions = self.mode.companions(self.fenced);
         std::iter::once(("", self.lock())).chain(companions.map(move |prefix| (prefix, tag)))
     }
 }
@@ -251,10 +252,10 @@ pub(crate) fn decode(encoded: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::kind::{EXCLUSIVE, SEMAPHORE, WRITE};
+    use crate::protocol::kind::mode::LockMode;
 
     fn keys(name: &[u8]) -> LockKeys {
-        LockKeys::new("p:", &LockName::from(name), &EXCLUSIVE, false)
+        LockKeys::new("p:", &LockName::from(name), LockMode::Exclusive, false)
     }
 
     /// The keys in script order, each spelled out.
@@ -277,10 +278,10 @@ mod tests {
             [&b"p:item_7"[..], b"distlock__wait:{p:item_7}",]
         );
         let name = LockName::from(&b"item_7"[..]);
-        let redlock = LockKeys::new("p:", &name, &EXCLUSIVE, true);
+        let redlock = LockKeys::new("p:", &name, LockMode::Exclusive, true);
         assert_eq!(spelled(&redlock)[2], b"distlock__fence:{p:item_7}");
-        assert_eq!(LockKeys::for_key(b"p:item_7", &EXCLUSIVE, true), redlock);
-        let rw = LockKeys::new("p:", &name, &WRITE, false);
+        assert_eq!(LockKeys::for_key(b"p:item_7", LockMode::Exclusive, true), redlock);
+        let rw = LockKeys::new("p:", &name, LockMode::Write, false);
         assert_eq!(rw.lock(), b"p:item_7");
         assert_eq!(rw.channel(), b"redisson_rwlock:{p:item_7}");
         assert_eq!(
@@ -289,7 +290,7 @@ mod tests {
             "a writer's grants go to its client's channel too"
         );
         assert_eq!(spelled(&rw)[1], b"distlock__rwwait:{p:item_7}");
-        let sem = LockKeys::new("p:", &name, &SEMAPHORE, false);
+        let sem = LockKeys::new("p:", &name, LockMode::Permit, false);
         assert_eq!(sem.channel(), b"distlock__semaphore:{p:item_7}");
         assert_eq!(
             sem.grants_channel("0f3c-9a:12"),

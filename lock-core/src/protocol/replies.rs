@@ -1,5 +1,5 @@
-//! What each script answers, read once, here: the rest of the crate sees these types and
-//! never indexes an answer by position. The shapes are stated in each `.lua` file's header.
+//! What each function answers, read once, here: the rest of the crate sees these types and
+//! never indexes an answer by position. The shapes are stated above each function in `library.lua`.
 
 use std::time::Duration;
 
@@ -7,7 +7,6 @@ use redis::{FromRedisValue, ParsingError, Value};
 
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::kind::mode::LockMode;
-use crate::protocol::kind::Kind;
 
 /// The answer to ACQUIRE.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -182,12 +181,11 @@ impl FromRedisValue for InspectReply {
         let record = Vec::<String>::from_redis_value(next()).unwrap_or_default();
         // '' is a plain lock (or no lock): told apart by its owner below.
         let named = String::from_redis_value(next()).unwrap_or_default();
-        let shared = Some(named.as_str()).filter(|n| !n.is_empty());
-        let mode = shared.and_then(Kind::by_inspect_name).map(|k| k.mode);
+        let mode = LockMode::from_inspected(&named);
         let flat = Vec::<Value>::from_redis_value(next()).unwrap_or_default();
         let owner = fields.into_iter().next();
         Ok(Self {
-            is_lock: kind == "hash" || mode.is_some_and(|m| m.kind().redis_type == kind),
+            is_lock: kind == "hash" || mode.is_some_and(|m| m.redis_type() == kind),
             remaining_ttl: (owner.is_some() && pttl >= 0)
                 .then(|| Duration::from_millis(pttl.unsigned_abs())),
             owner,

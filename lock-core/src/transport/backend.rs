@@ -86,14 +86,33 @@ impl Conn {
         replicas: usize,
         timeout: Duration,
     ) -> RedisResult<usize> {
-        #[cfg(not(feature = "cluster"))]
-        let _ = key; // Only a Cluster routes by key.
         let mut cmd = redis::cmd("WAIT");
         // At least 1 ms: `WAIT n 0` blocks until the replicas answer, however long.
         let millis = u64::try_from(timeout.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
         cmd.arg(replicas).arg(millis);
+        Ok(redis::from_redis_value(self.on_node_of(key, &cmd).await?)?)
+    }
+
+    /// The `redis_version` of the server that owns `key` (`INFO server`).
+    pub(crate) async fn server_version(&mut self, key: &[u8]) -> RedisResult<String> {
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("server");
+        let info: String = redis::from_redis_value(self.on_node_of(key, &cmd).await?)?;
+        let version = info
+            .lines()
+            .find_map(|line| line.strip_prefix("redis_version:"))
+            .unwrap_or("unknown");
+        Ok(version.trim().to_owned())
+    }
+
+    /// Sends `cmd` to the server that owns `key`: the one server, the master Sentinels
+    /// name, or on a Cluster the master of the key's slot (whatever the command's own
+    /// routing would be).
+    pub(crate) async fn on_node_of(&mut self, key: &[u8], cmd: &Cmd) -> RedisResult<Value> {
+        #[cfg(not(feature = "cluster"))]
+        let _ = key; // Only a Cluster routes by key.
         match self {
             Self::Single(conn) => cmd.query_async(conn).await,
             #[cfg(feature = "sentinel")]
@@ -105,8 +124,7 @@ impl Conn {
             Self::Cluster(lazy) => {
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                let value = lazy.get().await?.route_command(cmd, routing).await?;
-                Ok(redis::from_redis_value(value)?)
+                lazy.get().await?.route_command(cmd.clone(), routing).await
             }
         }
     }

@@ -7,7 +7,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::LockError;
 #[cfg(feature = "cluster")]
-use crate::protocol::scripts::Publish;
+use crate::protocol::messages::Publish;
 use crate::transport::backend::Conn;
 use crate::transport::pubsub::PubSubSource;
 

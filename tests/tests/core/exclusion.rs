@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_tests::locks::{client, evalsha_calls, reset_stats, OverlapDetector};
+use distlock_tests::locks::{client, function_calls, reset_stats, OverlapDetector};
 use distlock_tests::RedisServer;
 use redis::AsyncCommands;
 
@@ -70,15 +70,15 @@ async fn a_busy_try_costs_one_call_and_leaves_nothing() {
     let mut held = Vec::new();
     for kind in kinds {
         held.push(request(&holder, kind).await.unwrap());
-        // Loads the scripts, so that the counted tries make no NOSCRIPT retry.
+        // Loads the library, so that the counted tries make no load.
         assert!(request(&trier, kind).try_acquire().await.unwrap().is_none());
     }
     let mut keys_before: Vec<String> = conn.keys("*").await.unwrap();
     for kind in kinds {
         reset_stats(&mut conn).await;
         assert!(request(&trier, kind).try_acquire().await.unwrap().is_none());
-        let (evalsha, stats) = evalsha_calls(&mut conn).await;
-        assert_eq!(evalsha, Some(1), "{kind}: {stats}");
+        let (calls, stats) = function_calls(&mut conn).await;
+        assert_eq!(calls, Some(1), "{kind}: {stats}");
     }
     let mut keys_after: Vec<String> = conn.keys("*").await.unwrap();
     keys_before.sort();

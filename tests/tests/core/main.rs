@@ -21,7 +21,7 @@ mod redisson_channels;
 mod reentrancy;
 mod replicas;
 mod rw;
-mod scripts;
+mod functions;
 mod semaphore;
 mod wakeup;
 mod watchdog;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_tests::locks::{
-    client, evalsha_calls, exists, lock_key, reset_stats, OverlapDetector,
+    client, function_calls, exists, lock_key, reset_stats, OverlapDetector,
 };
 use distlock_tests::RedisServer;
 use lock_core::{scope, LockError};
@@ -187,13 +187,13 @@ async fn uncontended_names_are_taken_in_one_call() {
     let server = RedisServer::start();
     let locks = client(&server.url());
     let mut conn = server.conn().await;
-    // Loads the scripts, so that the counted round makes no NOSCRIPT retry.
+    // Loads the library, so that the counted round makes no load.
     let warm = locks.lock_all(["m1", "m2", "m3"]).await.unwrap();
     warm.release().await.unwrap();
     reset_stats(&mut conn).await;
     let all = locks.lock_all(["m3", "m1", "m2"]).await.unwrap();
-    let (evalsha, stats) = evalsha_calls(&mut conn).await;
-    assert_eq!(evalsha, Some(1), "{stats}");
+    let (calls, stats) = function_calls(&mut conn).await;
+    assert_eq!(calls, Some(1), "{stats}");
     assert_eq!(all.guards().len(), 3);
     for guard in all.guards() {
         assert!(exists(&mut conn, &lock_key(&guard.name().to_string())).await);

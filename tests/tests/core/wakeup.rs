@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use distlock_tests::locks::{
-    client, evalsha_calls, queued, reset_stats, rw_queue_key, sem_queue_key, wait_until, GENEROUS,
+    client, function_calls, queued, reset_stats, rw_queue_key, sem_queue_key, wait_until, GENEROUS,
 };
 use distlock_tests::metrics::counter;
 use distlock_tests::RedisServer;
@@ -170,7 +170,7 @@ async fn subscribed_and_retried(
         "the waiter subscribed and tried again",
         GENEROUS,
         || async {
-            let tries = evalsha_calls(&mut conn.clone()).await.0.unwrap_or(0);
+            let tries = function_calls(&mut conn.clone()).await.0.unwrap_or(0);
             waiter.waited_channels() == 1 && tries > waiters
         },
     )

@@ -72,7 +72,7 @@ async fn an_unreachable_redis_counts_as_unavailable() {
     assert_eq!(counter("distlock_acquisitions_total", &labels), 1);
 }
 
-/// Scripts Redis has run so far (EVALSHA, and EVAL for a script it did not have yet).
+/// Library functions Redis has run so far (FCALL, FCALL_RO).
 async fn script_calls(conn: &mut MultiplexedConnection) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
@@ -80,7 +80,7 @@ async fn script_calls(conn: &mut MultiplexedConnection) -> u64 {
         .await
         .unwrap();
     info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter(|l| l.starts_with("cmdstat_fcall:") || l.starts_with("cmdstat_fcall_ro:"))
         .filter_map(|l| {
             l.split_once("calls=")?
                 .1

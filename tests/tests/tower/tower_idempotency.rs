@@ -918,7 +918,7 @@ async fn round_trips_per_request_first_and_replay() {
     let server = RedisServer::start();
     let mut conn = redis_conn(&server.url()).await;
     let mut app = EchoApp::start(locks::client(&server.url()), |b| b).await;
-    // Loads the scripts, so that the counted requests make no NOSCRIPT retry.
+    // Loads the library, so that the counted requests make no load.
     post_key(app.addr, "warm-up", b"x").await;
     commands(&mut conn).await;
     post_key(app.addr, "k", b"x").await;
@@ -926,7 +926,7 @@ async fn round_trips_per_request_first_and_replay() {
     assert!(post_key(app.addr, "k", b"x").await.replayed());
     let replay = commands(&mut conn).await;
     let trips = |calls: &mut std::collections::BTreeMap<String, u64>| {
-        calls.remove("get").unwrap_or(0) + calls.remove("evalsha").unwrap_or(0)
+        calls.remove("get").unwrap_or(0) + calls.remove("fcall").unwrap_or(0)
     };
     // A duplicate in flight: the record read and the busy acquisition, nothing else (a try
     // is never queued). Counted the second time, as the first request was.

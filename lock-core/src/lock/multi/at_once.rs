@@ -14,10 +14,10 @@ use crate::lock::held::Acquired;
 use crate::lock::pending::Pending;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::metrics::{self, MetricsLabel};
-use crate::protocol::kind::EXCLUSIVE;
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::MultiAcquireReply;
-use crate::protocol::scripts;
+use crate::protocol::calls;
 
 /// The capacity of a multi-lock's holds: they are exclusive locks, which have none (their
 /// scripts do not read it).
@@ -55,14 +55,14 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
     let Some(r) = request else {
         return Ok(None);
     };
-    let owner = owner_id(&r.inner.id, next_owner_number(), &EXCLUSIVE);
+    let owner = owner_id(&r.inner.id, next_owner_number(), LockMode::Exclusive);
     let started = Instant::now();
     let pending: Vec<Pending<'_>> = r
         .keys
         .iter()
         .map(|keys| Pending::new(&r.inner, keys, EXCLUSIVE_CAPACITY, &owner, r.lease, &r.meta))
         .collect();
-    let call = scripts::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
+    let call = calls::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
     let answer = r.inner.eval_each(&r.names[0], r.lease, call).await.pop();
     let token = match answer {
         Some(Ok(MultiAcquireReply::Acquired { token })) => token,

@@ -18,7 +18,7 @@ use crate::lock::guard::LockGuard;
 use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions};
 use crate::lock::request::LockRequest;
 use crate::lock::scope::Scope;
-use crate::protocol::kind::EXCLUSIVE;
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
 
 /// A request for several locks at once, made by [`LockClient::lock_all`](crate::LockClient::lock_all).
@@ -102,7 +102,7 @@ impl MultiLockRequest {
 
     /// The request for one name, with this request's options and what is left of the wait.
     fn request_for(&self, name: &LockName, deadline: Option<Instant>) -> LockRequest {
-        let mut request = LockRequest::new(Arc::clone(&self.engine), name.clone(), &EXCLUSIVE);
+        let mut request = LockRequest::new(Arc::clone(&self.engine), name.clone(), LockMode::Exclusive);
         let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         request.options = RequestOptions {
             wait,
@@ -188,7 +188,7 @@ impl MultiLockRequest {
         let inner = &self.engine;
         let mut keyed = Vec::with_capacity(self.names.len());
         for name in &self.names {
-            keyed.push((inner.keys(name, &EXCLUSIVE)?, name.clone()));
+            keyed.push((inner.keys(name, LockMode::Exclusive)?, name.clone()));
         }
         keyed.sort_by(|a, b| a.0.lock().cmp(b.0.lock()));
         keyed.dedup_by(|a, b| a.0.lock() == b.0.lock());

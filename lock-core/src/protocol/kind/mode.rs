@@ -1,5 +1,5 @@
 //! What kind of hold a lock is: exclusive, one side of a read-write lock, or a permit of a
-//! semaphore. Its [`Kind`](super::Kind) says everything else about it.
+//! semaphore (its layout and rules: [`super`]).
 
 use std::fmt;
 
@@ -28,14 +28,6 @@ impl LockMode {
             Self::Write => "write",
             Self::Permit => "permit",
         }
-    }
-}
-
-impl LockMode {
-    /// The holders of a lock of this kind in words, for `n` of them: `3 readers`,
-    /// `a writer`, `2 permits`; `None` for an exclusive lock (its holder is named instead).
-    pub fn describe_holders(self, n: usize) -> Option<String> {
-        self.kind().holders.map(|words| words(n))
     }
 }
 

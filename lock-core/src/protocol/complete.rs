@@ -1,21 +1,14 @@
-//! The script that ends an idempotent request: it stores the request's record and releases
-//! its in-flight hold in one step, only while the hold is current (`complete.lua`).
+//! The call that ends an idempotent request: it stores the request's record and releases
+//! its in-flight hold in one step, only while the hold is current (`complete` in
+//! `library.lua`).
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
-use super::{millis, Arg, Call, LockScript, Publish};
-use crate::protocol::kind::EXCLUSIVE;
+use crate::protocol::call::{Arg, Call};
+use crate::protocol::calls::millis;
+use crate::protocol::library::Function;
+use crate::protocol::messages::Publish;
 use crate::protocol::name::LockKeys;
-
-// `value` (bytes) and `retention_ms` follow the named ones; the script binds them itself.
-static COMPLETE: LazyLock<LockScript> = LazyLock::new(|| {
-    LockScript::new(
-        include_str!("complete.lua"),
-        &EXCLUSIVE,
-        &["owner", "token", "lease_ms", "publish"],
-    )
-});
 
 /// What COMPLETE did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,32 +45,22 @@ pub(crate) fn complete(
     retention: Duration,
     publish: Publish,
 ) -> Call<Completed> {
-    let args = [
-        Arg::Str(hold.owner),
-        Arg::Int(hold.token),
-        Arg::Int(millis(hold.lease)),
-        Arg::Str(publish.command()),
-    ];
     let keys = hold.keys.in_key_order();
     debug_assert_eq!(
         keys.clone().count(),
         2,
         "no fence: records are not kept under Redlock"
     );
-    let bytes = keys.clone().map(|(p, k)| p.len() + k.len()).sum::<usize>()
-        + record.len()
-        + args.iter().map(Arg::room).sum::<usize>()
-        + value.len()
-        + 20;
-    let mut call = Call::new(&COMPLETE.script, 3, args.len() + 2, bytes);
-    for (prefix, rest) in keys {
-        call.key(&[prefix.as_bytes(), rest]);
-    }
-    call.key(&[record]);
-    for arg in &args {
-        call.arg(arg);
-    }
-    call.cmd.arg(value);
-    call.arg(&Arg::Int(millis(retention)));
-    call
+    let args = [
+        Arg::Str(hold.owner),
+        Arg::Int(hold.token),
+        Arg::Int(millis(hold.lease)),
+        Arg::Str(publish.command()),
+        Arg::Bytes(value),
+        Arg::Int(millis(retention)),
+    ];
+    let keys = keys.chain([("", record)]);
+    // Without the migration guard, as before the library: a slot mid-migration answers
+    // ASK or TRYAGAIN for the record's key before anything is written.
+    Call::new(Function::Complete, false, keys, &args)
 }

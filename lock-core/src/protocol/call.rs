@@ -1,0 +1,198 @@
+//! One call of a library function, typed with its reply, and loading the library where a
+//! call finds it missing — as `redis::Script` loads a script on `NOSCRIPT`.
+//!
+//! Nothing on the hot path asks whether the library is loaded: a call is one `FCALL`. Only
+//! a call that meets `Function not found` (a new server, a server restarted without data, a
+//! new Cluster master after resharding, each Redlock node at first use) loads the library
+//! on the node that answered and sends the call once more. Functions replicate and persist
+//! with the data, so a promoted replica answers without a load.
+
+use std::marker::PhantomData;
+
+use redis::{Cmd, FromRedisValue, RedisError, RedisWrite as _};
+
+use crate::error::Failure;
+use crate::protocol::library::{Function, CLUSTER_SUFFIX, LIBRARY};
+use crate::transport::backend::Conn;
+
+/// One function call whose answer reads as `R`: the `FCALL` command, built once with its
+/// exact size, and sent as it is to every node and on every retry.
+pub(crate) struct Call<R> {
+    cmd: Cmd,
+    reply: PhantomData<fn() -> R>,
+}
+
+/// One argument of a call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Arg<'a> {
+    Str(&'a str),
+    Bytes(&'a [u8]),
+    Int(u64),
+}
+
+impl Arg<'_> {
+    /// Bytes the argument takes at most (a `u64` has at most 20 digits).
+    fn room(&self) -> usize {
+        match self {
+            Self::Str(s) => s.len(),
+            Self::Bytes(b) => b.len(),
+            Self::Int(_) => 20,
+        }
+    }
+}
+
+/// The words before the keys: the command, the function's name and the key count.
+const HEAD: usize = "FCALL_RO".len() + 40 + CLUSTER_SUFFIX.len() + 4;
+
+impl<R: FromRedisValue> Call<R> {
+    /// A call of `function` (its Cluster variant when `cluster`) with `keys`, each spelled
+    /// by its parts joined, and `args`.
+    pub(crate) fn new<'p, 'k, K>(function: Function, cluster: bool, keys: K, args: &[Arg<'_>]) -> Self
+    where
+        K: Iterator<Item = (&'p str, &'k [u8])> + Clone,
+    {
+        let (mut count, mut bytes) = (0, args.iter().map(Arg::room).sum::<usize>());
+        for (prefix, rest) in keys.clone() {
+            count += 1;
+            bytes += prefix.len() + rest.len();
+        }
+        let mut cmd = Cmd::with_capacity(3 + count + args.len(), HEAD + bytes);
+        cmd.arg(if function.reads_only() {
+            "FCALL_RO"
+        } else {
+            "FCALL"
+        });
+        let mut name = cmd.writer_for_next_arg();
+        write(&mut name, function.name().as_bytes());
+        if cluster && function.has_cluster_variant() {
+            write(&mut name, CLUSTER_SUFFIX.as_bytes());
+        }
+        drop(name);
+        cmd.arg(count);
+        for (prefix, rest) in keys {
+            let mut key = cmd.writer_for_next_arg();
+            write(&mut key, prefix.as_bytes());
+            write(&mut key, rest);
+        }
+        for arg in args {
+            match *arg {
+                Arg::Str(s) => cmd.arg(s),
+                Arg::Bytes(b) => cmd.arg(b),
+                Arg::Int(n) => cmd.arg(n),
+            };
+        }
+        Self {
+            cmd,
+            reply: PhantomData,
+        }
+    }
+
+    /// Runs the call on `conn`. On `Function not found` loads the library on the node that
+    /// answered and sends the call once more; a server without Redis Functions answers
+    /// [`Failure::TooOld`].
+    ///
+    /// # Cancel safety
+    /// As the function called: a dropped call may or may not have run.
+    pub(crate) async fn invoke_async(&self, conn: &mut Conn) -> Result<R, Failure> {
+        match self.cmd.query_async(conn).await {
+            // The rare paths boxed: the hot path's future stays small.
+            Err(error) if is_missing_function(&error) => {
+                Box::pin(load(conn, self.first_key())).await?;
+                Ok(self.cmd.query_async(conn).await?)
+            }
+            Err(error) if is_unknown_fcall(&error) => {
+                let version = Box::pin(conn.server_version(self.first_key())).await?;
+                Err(Failure::TooOld { version })
+            }
+            answer => Ok(answer?),
+        }
+    }
+
+    /// The call's first key, whose node answers it (on a Cluster).
+    fn first_key(&self) -> &[u8] {
+        match self.cmd.args_iter().nth(3) {
+            Some(redis::Arg::Simple(key)) => key,
+            _ => &[],
+        }
+    }
+
+    /// The command as sent, for tests.
+    #[cfg(test)]
+    pub(crate) fn words(&self) -> Vec<&[u8]> {
+        let simple = |arg| match arg {
+            redis::Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        };
+        self.cmd.args_iter().filter_map(simple).collect()
+    }
+}
+
+fn write(writer: &mut impl std::io::Write, bytes: &[u8]) {
+    writer
+        .write_all(bytes)
+        .expect("writing to a Vec cannot fail");
+}
+
+/// Loads the library on the node of `key`. A library of the same name already there (a
+/// racing client loaded it) is this one: its name carries its version.
+pub(crate) async fn load(conn: &mut Conn, key: &[u8]) -> Result<(), Failure> {
+    let mut cmd = redis::cmd("FUNCTION");
+    cmd.arg("LOAD").arg(LIBRARY);
+    match conn.on_node_of(key, &cmd).await {
+        Ok(_) => Ok(()),
+        Err(error) if is_already_loaded(&error) => Ok(()),
+        Err(error) if error.code() == Some("NOPERM") => Err(Failure::NotLoadable(error)),
+        Err(error) => Err(Failure::Redis(error)),
+    }
+}
+
+/// `ERR Function not found`.
+fn is_missing_function(error: &RedisError) -> bool {
+    error.code() == Some("ERR") && error.detail().is_some_and(|d| d.starts_with("Function not found"))
+}
+
+/// `ERR Library '…' already exists`.
+pub(crate) fn is_already_loaded(error: &RedisError) -> bool {
+    error.code() == Some("ERR") && error.detail().is_some_and(|d| d.contains("already exists"))
+}
+
+/// A server without Redis Functions: `ERR unknown command 'FCALL'` (Redis before 7.0
+/// quotes it with backticks).
+fn is_unknown_fcall(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error.detail().is_some_and(|d| {
+            let d = d.to_ascii_lowercase();
+            d.starts_with("unknown command") && d.contains("fcall")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(code: &str, detail: &str) -> RedisError {
+        let text = format!("{code} {detail}");
+        let parsed = redis::parse_redis_value(format!("-{text}\r\n").as_bytes());
+        match parsed {
+            Ok(redis::Value::ServerError(error)) => RedisError::from(error),
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_errors_that_steer_loading_are_told_apart() {
+        let missing = server_error("ERR", "Function not found");
+        assert!(is_missing_function(&missing) && !is_unknown_fcall(&missing));
+        let old = server_error(
+            "ERR",
+            "unknown command `FCALL`, with args beginning with: `distlock_1_acquire`, ",
+        );
+        assert!(is_unknown_fcall(&old) && !is_missing_function(&old));
+        let other = server_error("ERR", "unknown command 'FOO', with args beginning with:");
+        assert!(!is_unknown_fcall(&other));
+        assert!(is_already_loaded(&server_error(
+            "ERR",
+            "Library 'distlock_1' already exists"
+        )));
+    }
+}
