@@ -56,7 +56,7 @@ pub(crate) struct Exec {
     kind: Kind,
     /// Waits at most this long for the lock (`500ms`, `30s`, `5m`), then exits with the
     /// busy status without running COMMAND [default: until the lock is free].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
     wait: Option<Duration>,
     /// Exits at once with the busy status, without running COMMAND, when the lock is held.
     #[arg(long, conflicts_with = "wait")]
@@ -67,18 +67,18 @@ pub(crate) struct Exec {
     /// Keeps the lock until at least this long after it was taken, even when COMMAND ends
     /// sooner (ShedLock's lockAtLeastFor): distlock exec holds it until then before exiting
     /// (a signal ends that wait early). For schedules whose hosts fire up to this late.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
     hold_at_least: Option<Duration>,
     /// The lock's lease, renewed every third of it while distlock exec lives: how long the
     /// name stays taken after distlock exec dies without releasing it [default: 30s].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub(crate) lease: Option<Duration>,
     /// On a loss, the time between SIGTERM and SIGKILL to COMMAND's process group.
     #[arg(
         long,
         value_name = "DURATION",
         default_value = "10s",
-        value_parser = humantime::parse_duration
+        value_parser = duration
     )]
     kill_after: Duration,
     /// The lock's name (without the key prefix).
@@ -86,6 +86,22 @@ pub(crate) struct Exec {
     /// The command to run and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<OsString>,
+}
+
+/// The longest duration an option takes (lock-core's longest lease): longer ones are
+/// typos, and would overflow the clock's arithmetic.
+const LONGEST: Duration = lock_core::LockClientBuilder::MAX_LEASE;
+
+/// A duration option: `humantime`'s `500ms`, `30s`, `5m`, `1h 30m`, up to [`LONGEST`].
+fn duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if duration > LONGEST {
+        return Err(format!(
+            "longer than {}",
+            humantime::format_duration(LONGEST)
+        ));
+    }
+    Ok(duration)
 }
 
 /// Which hold to take: the exclusive lock unless one of these says otherwise.
@@ -235,5 +251,19 @@ async fn release(guard: LockGuard) {
         Err(error) => {
             eprintln!("distlock exec: {error}; the lock '{name}' expires with its lease");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_humantimes_up_to_a_year() {
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration("365days"), Ok(LONGEST));
+        assert!(duration("366days").unwrap_err().contains("longer than"));
+        assert!(duration("soon").is_err());
     }
 }
