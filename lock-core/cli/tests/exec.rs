@@ -15,11 +15,23 @@ use tokio::process::{Child, Command};
 
 const GENEROUS: Duration = Duration::from_secs(10);
 
-/// A command's script: appends `start ID` to the log, waits (at most 10 s) for the file
-/// `go-ID` next to it, appends `end ID`. Arguments: log, ID.
-const MARKER: &str = r#"echo "start $2" >> "$1"; go="$(dirname "$1")/go-$2"; n=0
-while [ ! -e "$go" ] && [ "$n" -lt 500 ]; do sleep 0.02; n=$((n + 1)); done
-echo "end $2" >> "$1""#;
+/// A `sh` script that can call `until_exists FILE`: waits for FILE to exist, polling, for
+/// 10 s at most (every loop of a test is bounded).
+macro_rules! script {
+    ($body:literal) => {
+        concat!(
+            r#"until_exists() { n=0; while [ ! -e "$1" ] && [ "$n" -lt 500 ]; do sleep 0.02; n=$((n + 1)); done; }"#,
+            "\n",
+            $body
+        )
+    };
+}
+
+/// A command's script: appends `start ID` to the log, waits for the file `go-ID` next to
+/// it, appends `end ID`. Arguments: log, ID.
+const MARKER: &str = script!(
+    r#"echo "start $2" >> "$1"; until_exists "$(dirname "$1")/go-$2"; echo "end $2" >> "$1""#
+);
 
 /// Starts `distlock --url <redis> exec <options> -- <command>` (the options end with the
 /// lock's name).
@@ -247,8 +259,9 @@ async fn the_command_gets_the_name_and_the_fencing_token() {
     let dir = TempDir::new("distlock-exec").unwrap();
     let env = dir.path().join("env");
     let go = dir.path().join("go");
-    let script = r#"echo "$DISTLOCK_NAME $DISTLOCK_FENCING_TOKEN $DISTLOCK_MODE" >> "$1"; n=0
-        while [ ! -e "$2" ] && [ "$n" -lt 500 ]; do sleep 0.02; n=$((n + 1)); done"#;
+    let script = script!(
+        r#"echo "$DISTLOCK_NAME $DISTLOCK_FENCING_TOKEN $DISTLOCK_MODE" >> "$1"; until_exists "$2""#
+    );
     let command = ["sh", "-c", script, "env", path_str(&env), path_str(&go)];
     for (options, name, mode) in [
         (&[][..], "report", "exclusive"),
@@ -326,8 +339,7 @@ async fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
     let redis = RedisServer::start();
     let dir = TempDir::new("distlock-exec").unwrap();
     let ready = dir.path().join("ready");
-    let script = r#"trap '' TERM; echo ready > "$1"; n=0
-        while [ "$n" -lt 500 ]; do sleep 0.02; n=$((n + 1)); done"#;
+    let script = script!(r#"trap '' TERM; echo ready > "$1"; until_exists "$1.never""#);
     let command = ["sh", "-c", script, "stubborn", path_str(&ready)];
     let run = exec(&redis, &["--kill-after", "1s", "stubborn"], &command);
     wait_for(&ready, "the command starts", |t| t.ends_with('\n')).await;
@@ -356,8 +368,7 @@ async fn sigkill_of_exec_frees_the_name_by_the_lease() {
     let started_file = dir.path().join("started");
     let stop = dir.path().join("stop");
     // Outlives its distlock exec: it stops when told, or after 10 s.
-    let script = r#"echo started > "$1"; n=0
-        while [ ! -e "$2" ] && [ "$n" -lt 500 ]; do sleep 0.02; n=$((n + 1)); done"#;
+    let script = script!(r#"echo started > "$1"; until_exists "$2""#);
     let (started_path, stop_path) = (path_str(&started_file), path_str(&stop));
     let command = ["sh", "-c", script, "orphan", started_path, stop_path];
     let mut first = exec(&redis, &["--lease", "3s", "nightly"], &command);
@@ -394,11 +405,13 @@ async fn signals_reach_the_command_and_the_lock_is_released_after_it() {
         let dir = TempDir::new("distlock-exec").unwrap();
         let log = dir.path().join("log");
         let go = dir.path().join("go");
-        let script = r#"wait_go() { n=0
-            while [ ! -e "$2" ] && [ "$n" -lt 500 ]; do sleep 0.02; n=$((n + 1)); done; }
-            trap 'echo got TERM >> "$1"; wait_go "$@"; exit 7' TERM
-            trap 'echo got INT >> "$1"; wait_go "$@"; exit 7' INT
-            echo ready >> "$1"; wait_go "$@""#;
+        // Named: a trap runs inside `until_exists`, where `$1` is that function's.
+        let script = script!(
+            r#"log=$1 go=$2
+            trap 'echo got TERM >> "$log"; until_exists "$go"; exit 7' TERM
+            trap 'echo got INT >> "$log"; until_exists "$go"; exit 7' INT
+            echo ready >> "$log"; until_exists "$go""#
+        );
         let command = ["sh", "-c", script, "trapper", path_str(&log), path_str(&go)];
         let run = exec(&redis, &["trapped"], &command);
         wait_for(&log, "the command starts", |t| t.contains("ready")).await;
