@@ -246,10 +246,10 @@ async fn release(guard: LockGuard) {
     match guard.release().await {
         Ok(()) => {}
         Err(LockError::NotHeld { .. }) => {
-            eprintln!("distlock exec: the lock '{name}' was no longer held at its release");
+            eprintln!("distlock exec: the lock `{name}` was no longer held at its release");
         }
         Err(error) => {
-            eprintln!("distlock exec: {error}; the lock '{name}' expires with its lease");
+            eprintln!("distlock exec: {error}; the lock `{name}` expires with its lease");
         }
     }
 }
