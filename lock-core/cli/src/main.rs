@@ -1,4 +1,5 @@
-//! `distlock`: inspect, list, force-release and watch distlock (and Redisson) locks.
+//! `distlock`: inspect, list, force-release and watch distlock (and Redisson) locks, and run
+//! a command under one (`exec`).
 //!
 //! ```text
 //! cargo install --locked --path lock-core/cli   # or: cargo install distlock-cli, once published
@@ -9,8 +10,11 @@
 //! distlock --cluster --url redis://10.0.0.1:7000 --url redis://10.0.0.2:7000 list
 //! distlock --redlock --url redis://10.0.0.1 --url redis://10.0.0.2 --url redis://10.0.0.3 list
 //! distlock --sentinel mymaster --url redis://10.0.0.1:26379 --url redis://10.0.0.2:26379 list
+//! distlock exec --skip-if-busy --hold-at-least 60s nightly-report -- /usr/local/bin/report
 //! ```
 
+#[cfg(unix)]
+mod exec;
 mod render;
 
 use std::path::PathBuf;
@@ -20,9 +24,10 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use lock_core::{LockClient, LockClientBuilder, LockError};
 
-/// Operate distlock locks: see who holds them, since when, and release stuck ones.
+/// Operate distlock locks: see who holds them, since when, release stuck ones, and run a
+/// command under one.
 #[derive(Debug, Parser)]
-#[command(name = "distlock", version)]
+#[command(name = "distlock", version, next_help_heading = "Global options")]
 struct Cli {
     /// Redis URL (`redis://`, `rediss://`, `redis://user:password@host:port/db`), taken
     /// whole (commas included). Repeat it for several nodes: the seeds of `--cluster`, the
@@ -96,10 +101,24 @@ enum Command {
         #[arg(long)]
         count: Option<u64>,
     },
+    #[cfg(unix)]
+    Exec(exec::Exec),
+}
+
+impl Command {
+    /// The exit status when the command fails with an error.
+    fn failure(&self) -> ExitCode {
+        match self {
+            #[cfg(unix)]
+            Self::Exec(_) => exec::FAILED.into(),
+            _ => ExitCode::FAILURE,
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let failure = cli.command.failure();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -107,14 +126,14 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
+            return failure;
         }
     };
     match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error}");
-            ExitCode::FAILURE
+            failure
         }
     }
 }
@@ -123,6 +142,11 @@ type Error = Box<dyn std::error::Error>;
 
 /// A client for the topology the flags name.
 fn client(cli: &Cli) -> Result<LockClient, Error> {
+    let lease = match &cli.command {
+        #[cfg(unix)]
+        Command::Exec(exec) => exec.lease,
+        _ => None,
+    };
     let urls = cli.url.clone();
     let builder = if cli.cluster {
         LockClient::cluster(urls)
@@ -143,14 +167,18 @@ fn client(cli: &Cli) -> Result<LockClient, Error> {
         ),
         None => builder,
     };
+    let builder = match lease {
+        Some(lease) => builder.lease(lease),
+        None => builder,
+    };
     Ok(builder
         .key_prefix(cli.prefix.clone())
         .service_name("distlock-cli")
         .build()?)
 }
 
-/// Runs the subcommand.
-async fn run(cli: Cli) -> Result<(), Error> {
+/// Runs the subcommand: its exit status, or the error that ended it.
+async fn run(cli: Cli) -> Result<ExitCode, Error> {
     let client = client(&cli)?;
     let json = cli.json;
     let explain = |error| explain(error, &cli.url);
@@ -179,8 +207,10 @@ async fn run(cli: Cli) -> Result<(), Error> {
             interval,
             count,
         } => watch(&client, &cli.url, &name_prefix, json, interval, count).await?,
+        #[cfg(unix)]
+        Command::Exec(exec) => return exec::run(&client, exec, explain).await,
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// An outage is about the server, not the lock the command happened to name: `cannot
