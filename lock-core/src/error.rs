@@ -263,7 +263,9 @@ fn is_refusal(error: &RedisError) -> bool {
 pub(crate) enum Failure {
     Redis(RedisError),
     /// The server has no `FCALL`: its `redis_version`.
-    TooOld { version: String },
+    TooOld {
+        version: String,
+    },
     /// `FUNCTION LOAD` was refused for lack of permission.
     NotLoadable(RedisError),
 }

@@ -4,9 +4,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::LockError;
 use crate::lock::engine::Engine;
+use crate::protocol::fleet::{self, LeaderReply};
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::name::{LockKeys, LockName};
-use crate::protocol::fleet::{self, LeaderReply};
 
 /// The leader of an election, as [`Election::leader`](crate::Election::leader) and
 /// [`Election::observe`](crate::Election::observe) read it.

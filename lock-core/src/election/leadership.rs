@@ -3,8 +3,8 @@
 
 use crate::error::LockError;
 use crate::lock::guard::{LockGuard, Lost};
-use crate::protocol::name::LockName;
 use crate::protocol::fleet;
+use crate::protocol::name::LockName;
 
 /// This instance leads the election while it holds this: owned, `'static`, `Send`.
 ///

@@ -10,8 +10,8 @@ use crate::idempotent::fingerprint::Fingerprint;
 use crate::idempotent::record::{self, StoredKind};
 use crate::lock::guard::{LockGuard, Lost, Release};
 use crate::lock::held::Held;
-use crate::protocol::name::LockName;
 use crate::protocol::complete::{complete, Completed, Hold};
+use crate::protocol::name::LockName;
 
 /// A key in flight for its caller: the in-flight lock's guard and what completing needs.
 /// Dropping it releases the lock and stores nothing (the key is free for a retry).

@@ -20,12 +20,12 @@ use crate::lock::request::LockRequest;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::lock::time::{drift, later};
 use crate::metrics::{self, MetricsLabel};
+use crate::protocol::calls;
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::kind::WAITER_TTL_MS;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::AcquireReply;
-use crate::protocol::calls;
 use crate::transport::waiters::{Subscription, Wake};
 
 /// Pause before retrying a lock that has no TTL (set by someone else without expiry).
@@ -139,7 +139,12 @@ pub(crate) fn owner_id(client: &str, number: u64, kind: LockMode) -> String {
 
 /// Refuses what a kind cannot do: a semaphore without permits, and the shared kinds under
 /// Redlock (a reader set or a permit count cannot be voted on node by node).
-fn check_kind(inner: &Engine, name: &LockName, kind: LockMode, permits: u32) -> Result<(), LockError> {
+fn check_kind(
+    inner: &Engine,
+    name: &LockName,
+    kind: LockMode,
+    permits: u32,
+) -> Result<(), LockError> {
     match kind.unsupported(permits, inner.nodes.len()) {
         None => Ok(()),
         Some(reason) => Err(LockError::InvalidRequest {

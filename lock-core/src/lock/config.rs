@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::error::LockError;
 use crate::protocol::holder::HolderConfig;
-use crate::protocol::name::LockName;
 use crate::protocol::messages::Publish;
+use crate::protocol::name::LockName;
 
 /// Shortest lease accepted (see [`LockClientBuilder::MIN_LEASE`](crate::LockClientBuilder::MIN_LEASE)).
 pub(crate) const MIN_LEASE: Duration = Duration::from_millis(10);

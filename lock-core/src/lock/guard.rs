@@ -19,10 +19,10 @@ use crate::lock::held::{finish_in_background, Acquired, Held};
 use crate::lock::options::OnLost;
 use crate::lock::quorum::{renewal, Renewal};
 use crate::lock::scope::{LockInfo, Scope};
+use crate::protocol::calls;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::RenewReply;
-use crate::protocol::calls;
 
 /// Proof of a held lock. Owned, `Send` and `'static`: keep it in a struct, move it into a
 /// task, hold it across `.await`s.
@@ -94,7 +94,7 @@ impl LockGuard {
 
     /// The name and fencing token, detached from the guard.
     pub fn info(&self) -> LockInfo {
-        LockInfo::new(self.held.name.clone(), self.held.token)
+        LockInfo::of(&self.held)
     }
 
     /// True while the lock can be assumed held: not released, no renewal found it gone, and

@@ -15,9 +15,9 @@ use crate::lock::revoke;
 use crate::lock::scope::Scope;
 use crate::lock::time::{drift, later};
 use crate::metrics::{self, MetricsLabel};
+use crate::protocol::calls;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::ReleaseReply;
-use crate::protocol::calls;
 
 /// One hold of a lock by one owner. Reentrant guards of a scope share it.
 #[derive(Debug)]

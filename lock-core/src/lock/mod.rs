@@ -31,3 +31,4 @@ pub(crate) mod revoke;
 pub(crate) mod scope;
 pub(crate) mod time;
 pub(crate) mod watchdog;
+pub(crate) mod write;

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lock::engine::Engine;
+use crate::protocol::calls;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::ReleaseReply;
-use crate::protocol::calls;
 
 /// An acquisition under way. Unless disarmed, it leaves no trace in Redis: the owner is
 /// taken out of the queue, and a hold it got without seeing the answer (a dropped future, a

@@ -10,7 +10,7 @@ use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
@@ -192,16 +192,55 @@ pub async fn scope<F: Future>(fut: F) -> F::Output {
     OwnerScope::current_or_new().enter(fut).await
 }
 
-/// The name and fencing token of a held lock.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The name and fencing token of a held lock, and a handle on the hold for
+/// [guarded writes](Self::write). Equal when name and token are.
+#[derive(Clone)]
 pub struct LockInfo {
     name: LockName,
     token: u64,
+    /// The hold, while it lasts: the info does not keep it alive.
+    held: Weak<Held>,
+}
+
+impl PartialEq for LockInfo {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.name, self.token) == (&other.name, other.token)
+    }
+}
+
+impl Eq for LockInfo {}
+
+impl fmt::Debug for LockInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockInfo")
+            .field("name", &self.name)
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LockInfo {
+    #[cfg(test)]
     pub(crate) fn new(name: LockName, token: u64) -> Self {
-        Self { name, token }
+        Self {
+            name,
+            token,
+            held: Weak::new(),
+        }
+    }
+
+    /// The info of `held`.
+    pub(crate) fn of(held: &Arc<Held>) -> Self {
+        Self {
+            name: held.name.clone(),
+            token: held.token,
+            held: Arc::downgrade(held),
+        }
+    }
+
+    /// The hold, unless it has ended here.
+    pub(crate) fn held(&self) -> Option<Arc<Held>> {
+        self.held.upgrade()
     }
 
     /// The lock's name.

@@ -16,8 +16,8 @@ use crate::lock::engine::Engine;
 use crate::lock::held::Held;
 use crate::lock::quorum::renewal;
 use crate::lock::time::later;
-use crate::protocol::replies::RenewReply;
 use crate::protocol::calls;
+use crate::protocol::replies::RenewReply;
 use crate::transport::backend::Conn;
 
 /// Locks per renewal script: keeps each script short so Redis never stalls on one.

@@ -5,11 +5,11 @@ use std::time::Duration;
 use crate::error::LockError;
 use crate::lock::engine::Engine;
 
+use crate::protocol::calls;
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::{HoldingReply, InspectReply};
-use crate::protocol::calls;
 
 /// A snapshot of one lock in Redis, taken atomically by
 /// [`LockClient::inspect`](crate::LockClient::inspect) or [`LockClient::list`](crate::LockClient::list).

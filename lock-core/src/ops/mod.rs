@@ -10,15 +10,15 @@ pub(crate) mod list;
 use futures_util::stream::{self, StreamExt};
 
 use crate::client::handle::LockClient;
+use crate::error::bounded;
 use crate::error::LockError;
 use crate::lock::revoke;
 use crate::ops::inspect::LockState;
 use crate::ops::list::glob_escape;
-use crate::protocol::kind::mode::LockMode;
-use crate::protocol::name::{decode, encode_into, LockName};
 use crate::protocol::calls;
+use crate::protocol::kind::mode::LockMode;
 use crate::protocol::library::{LIBRARY, LIBRARY_NAME};
-use crate::error::bounded;
+use crate::protocol::name::{decode, encode_into, LockName};
 use redis::Value;
 
 /// Locks [`LockClient::list`] reads at once.
@@ -69,7 +69,11 @@ impl LockClient {
         let mut states = stream::iter(keys)
             .map(|key| {
                 let name = LockName::from(decode(&key[prefix.len()..]));
-                inspect::state(&self.inner, name, self.inner.keys_of(&key, LockMode::Exclusive))
+                inspect::state(
+                    &self.inner,
+                    name,
+                    self.inner.keys_of(&key, LockMode::Exclusive),
+                )
             })
             // In order, a bounded number in flight: a large keyspace neither floods the
             // connection nor holds every answer at once.
@@ -110,7 +114,10 @@ impl LockClient {
             match loaded {
                 Err(LockError::Unavailable { source, .. }) if is_unknown_function_load(&source) => {
                     let version = bounded(&what, timeout, conn.server_version(b"")).await?;
-                    return Err(LockError::ServerTooOld { name: what, version });
+                    return Err(LockError::ServerTooOld {
+                        name: what,
+                        version,
+                    });
                 }
                 other => {
                     other?;

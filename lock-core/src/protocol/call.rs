@@ -47,7 +47,12 @@ const HEAD: usize = "FCALL_RO".len() + 40 + CLUSTER_SUFFIX.len() + 4;
 impl<R: FromRedisValue> Call<R> {
     /// A call of `function` (its Cluster variant when `cluster`) with `keys`, each spelled
     /// by its parts joined, and `args`.
-    pub(crate) fn new<'p, 'k, K>(function: Function, cluster: bool, keys: K, args: &[Arg<'_>]) -> Self
+    pub(crate) fn new<'p, 'k, K>(
+        function: Function,
+        cluster: bool,
+        keys: K,
+        args: &[Arg<'_>],
+    ) -> Self
     where
         K: Iterator<Item = (&'p str, &'k [u8])> + Clone,
     {
@@ -148,7 +153,10 @@ pub(crate) async fn load(conn: &mut Conn, key: &[u8]) -> Result<(), Failure> {
 
 /// `ERR Function not found`.
 fn is_missing_function(error: &RedisError) -> bool {
-    error.code() == Some("ERR") && error.detail().is_some_and(|d| d.starts_with("Function not found"))
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|d| d.starts_with("Function not found"))
 }
 
 /// `ERR Library '…' already exists`.

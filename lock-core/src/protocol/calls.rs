@@ -56,7 +56,14 @@ pub(crate) fn acquire(
         LockMode::Permit => on_lock(
             Function::SemAcquire,
             keys,
-            &[lease, owner, meta, ttl, publish, Arg::Int(u64::from(capacity))],
+            &[
+                lease,
+                owner,
+                meta,
+                ttl,
+                publish,
+                Arg::Int(u64::from(capacity)),
+            ],
         ),
     }
 }
@@ -143,7 +150,10 @@ where
     I::IntoIter: Clone,
 {
     let locks = locks.into_iter();
-    let sharded = locks.clone().next().is_some_and(|(keys, _, _)| keys.is_sharded());
+    let sharded = locks
+        .clone()
+        .next()
+        .is_some_and(|(keys, _, _)| keys.is_sharded());
     let keys = locks.clone().map(|(keys, _, _)| ("", keys.lock()));
     let args: Vec<Arg<'_>> = locks
         .flat_map(|(keys, owner, lease)| {
@@ -217,14 +227,15 @@ mod tests {
         let plain = LockKeys::for_key(b"p:k", LockMode::Exclusive, false);
         let sharded = plain.clone().sharded(true);
         let name = |call: &Call<i64>| call.words()[1].to_vec();
-        assert_eq!(name(&touch(&plain, "u:1", Duration::ZERO)), b"distlock_1_touch");
+        assert_eq!(
+            name(&touch(&plain, "u:1", Duration::ZERO)),
+            b"distlock_1_touch"
+        );
         assert_eq!(
             name(&touch(&sharded, "u:1", Duration::ZERO)),
             b"distlock_1_touch_cluster"
         );
-        let renewed = |keys: &LockKeys| {
-            renew([(keys, "u:1", Duration::ZERO)]).words()[1].to_vec()
-        };
+        let renewed = |keys: &LockKeys| renew([(keys, "u:1", Duration::ZERO)]).words()[1].to_vec();
         assert_eq!(renewed(&plain), b"distlock_1_renew");
         assert_eq!(renewed(&sharded), b"distlock_1_renew_cluster");
     }
@@ -233,10 +244,25 @@ mod tests {
     #[test]
     fn arguments_go_in_the_functions_order() {
         let keys = LockKeys::for_key(b"p:k", LockMode::Permit, false);
-        let call = release(&keys, "u:1", Duration::from_millis(5), Publish::Plain, None, 3);
+        let call = release(
+            &keys,
+            "u:1",
+            Duration::from_millis(5),
+            Publish::Plain,
+            None,
+            3,
+        );
         assert_eq!(call.words()[6..], [&b"u:1"[..], b"5", b"publish", b"3"]);
         let rw = LockKeys::for_key(b"p:k", LockMode::Read, false);
-        let call = acquire(&rw, "u:2", Duration::ZERO, Duration::ZERO, "", Publish::Plain, 1);
+        let call = acquire(
+            &rw,
+            "u:2",
+            Duration::ZERO,
+            Duration::ZERO,
+            "",
+            Publish::Plain,
+            1,
+        );
         assert_eq!(call.words().last(), Some(&&b"read"[..]));
         assert_eq!(call.words()[1], b"distlock_1_rw_acquire");
     }

@@ -18,12 +18,20 @@ use crate::protocol::name::LockKeys;
 pub(crate) fn linger(keys: &LockKeys, owner: &str, remaining: Duration) -> Call<i64> {
     // Rounded up: the lock must last at least until the decided moment.
     let ms = u64::try_from(remaining.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
-    on_lock(Function::Linger, keys, &[Arg::Str(owner), Arg::Int(ms.max(1))])
+    on_lock(
+        Function::Linger,
+        keys,
+        &[Arg::Str(owner), Arg::Int(ms.max(1))],
+    )
 }
 
 /// A PROCLAIM call: answers 1 when `owner` leads and `value` ('' for none) is set.
 pub(crate) fn proclaim(keys: &LockKeys, owner: &str, value: &str, publish: Publish) -> Call<i64> {
-    let args = [Arg::Str(owner), Arg::Str(value), Arg::Str(publish.command())];
+    let args = [
+        Arg::Str(owner),
+        Arg::Str(value),
+        Arg::Str(publish.command()),
+    ];
     on_lock(Function::Proclaim, keys, &args)
 }
 

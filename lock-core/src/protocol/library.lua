@@ -1145,6 +1145,47 @@ local function complete(keys, args)
 end
 
 ------------------------------------------------------------------------------------------
+-- Guarded writes: commands that commit only while a hold is current.
+
+-- GUARDED_WRITE: runs a list of commands if and only if `owner` still holds the lock with
+-- `token` — an exclusive lock ('x'), a read-write lock's writer ('w') or a semaphore's
+-- permit ('s', its records in `holders`) — all in this one atomic call. Keys: the lock,
+-- then for a permit its records, then every key the commands write (all of the lock's
+-- slot; the client checked the commands against its allow-list). Arguments: owner, token,
+-- mode code, the number of commands, then each command as its word count and its words.
+-- Returns {0} when the hold is not current (nothing ran), else {1, the commands' replies}:
+-- like EXEC, every command runs, and one that fails answers its error in its place (the
+-- client then fails the call with it).
+local function guarded_write(keys, args)
+  local key = keys[1]
+  local owner, token, mode, count = args[1], args[2], args[3], tonumber(args[4])
+  local record
+  if mode == 's' then
+    local expiry = redis.call('zscore', key, owner)
+    if not expiry or tonumber(expiry) <= ms_of(redis.call('time')) then return {0} end
+    record = redis.call('hget', keys[2], owner)
+  elseif mode == 'w' then
+    record = redis.call('hget', key, record_field(owner))
+  else
+    record = redis.call('hget', key, HOLDER_FIELD)
+  end
+  -- The record starts with the hold's token and owner: a later hold of the name has a
+  -- greater token, another owner another name.
+  local current = token .. '\31' .. owner
+  if not record or string.sub(record, 1, #current) ~= current
+      or not (#record == #current or string.byte(record, #current + 1) == 31) then
+    return {0}
+  end
+  local replies, at = {}, 5
+  for n = 1, count do
+    local words = tonumber(args[at])
+    replies[n] = redis.pcall(unpack(args, at + 1, at + words))
+    at = at + words + 1
+  end
+  return {1, replies}
+end
+
+------------------------------------------------------------------------------------------
 -- Registration
 
 -- Not while the lock's slot is being migrated to another Cluster node (resharding): there
@@ -1199,6 +1240,7 @@ register('linger', linger, FREES)
 register('proclaim', proclaim)
 register('leader', leader, READS)
 register('complete', complete)
+register('guarded_write', guarded_write)
 -- Redlock only (never on a Cluster).
 register_one('fence_floor', fence_floor)
 -- Many locks of one slot. MULTI_ACQUIRE needs no guard: on a slot mid-migration Redis runs

@@ -45,6 +45,7 @@ pub(crate) enum Function {
     Proclaim,
     Leader,
     Complete,
+    GuardedWrite,
     /// Redlock only: never on a Cluster.
     FenceFloor,
     /// Many locks; safe on a slot mid-migration without the guard.
@@ -74,6 +75,7 @@ impl Function {
             Self::Proclaim => library!("proclaim"),
             Self::Leader => library!("leader"),
             Self::Complete => library!("complete"),
+            Self::GuardedWrite => library!("guarded_write"),
             Self::FenceFloor => library!("fence_floor"),
             Self::MultiAcquire => library!("multi_acquire"),
             Self::Renew => library!("renew"),
@@ -93,7 +95,7 @@ impl Function {
     }
 
     #[cfg(test)]
-    const ALL: [Self; 20] = [
+    const ALL: [Self; 21] = [
         Self::Acquire,
         Self::Release,
         Self::Touch,
@@ -111,6 +113,7 @@ impl Function {
         Self::Proclaim,
         Self::Leader,
         Self::Complete,
+        Self::GuardedWrite,
         Self::FenceFloor,
         Self::MultiAcquire,
         Self::Renew,
@@ -166,7 +169,10 @@ mod tests {
         let decoded: i64 = constant("LEADER_MESSAGE")
             .parse()
             .expect("a 64-bit integer, as LongCodec reads");
-        assert!(decoded != 0 && decoded != 1, "0 and 1 mean unlocks to Redisson");
+        assert!(
+            decoded != 0 && decoded != 1,
+            "0 and 1 mean unlocks to Redisson"
+        );
         for message in ["RELEASE_MESSAGE", "WRITE_RELEASE_MESSAGE"] {
             assert!(constant(message).parse::<i64>().is_ok(), "{message}");
         }

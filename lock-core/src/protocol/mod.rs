@@ -1,7 +1,8 @@
 //! The on-Redis protocol, in one place: lock names and the keys derived from them
 //! ([`name`], [`template`]), the kinds of hold ([`kind`]), the Redis Functions library
 //! that runs every operation (`library.lua`, named in [`library`]), one call of it
-//! ([`call`]) and the calls of each operation ([`calls`], [`fleet`], [`complete`]), what
+//! ([`call`]) and the calls of each operation ([`calls`], [`fleet`], [`complete`],
+//! [`guarded`]), what
 //! they answer ([`replies`]), the messages on a lock's channel ([`messages`]), and the
 //! holder record ([`holder`]).
 //!
@@ -52,6 +53,7 @@ pub(crate) mod call;
 pub(crate) mod calls;
 pub(crate) mod complete;
 pub(crate) mod fleet;
+pub(crate) mod guarded;
 pub(crate) mod holder;
 pub(crate) mod kind;
 pub(crate) mod library;

@@ -280,7 +280,10 @@ mod tests {
         let name = LockName::from(&b"item_7"[..]);
         let redlock = LockKeys::new("p:", &name, LockMode::Exclusive, true);
         assert_eq!(spelled(&redlock)[2], b"distlock__fence:{p:item_7}");
-        assert_eq!(LockKeys::for_key(b"p:item_7", LockMode::Exclusive, true), redlock);
+        assert_eq!(
+            LockKeys::for_key(b"p:item_7", LockMode::Exclusive, true),
+            redlock
+        );
         let rw = LockKeys::new("p:", &name, LockMode::Write, false);
         assert_eq!(rw.lock(), b"p:item_7");
         assert_eq!(rw.channel(), b"redisson_rwlock:{p:item_7}");

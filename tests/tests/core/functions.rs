@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use distlock_tests::locks::{builder, client, command_calls, exists, lock_key, pttl, wait_until, GENEROUS};
+use distlock_tests::locks::{
+    builder, client, command_calls, exists, lock_key, pttl, wait_until, GENEROUS,
+};
 use distlock_tests::RedisServer;
 use lock_core::LockError;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -77,13 +79,21 @@ async fn the_library_is_loaded_once_per_server_life() {
     let mut conn = server.conn().await;
     assert_eq!(loads(&mut conn).await, 1, "one load for the first call");
     let (calls, stats) = command_calls(&mut conn).await;
-    assert_eq!(calls.get("fcall"), Some(&7), "one FCALL per call, one retried: {stats}");
+    assert_eq!(
+        calls.get("fcall"),
+        Some(&7),
+        "one FCALL per call, one retried: {stats}"
+    );
     assert!(!calls.contains_key("function|list"), "{stats}");
     // The test servers keep no data: after a restart the library is gone.
     server.restart();
     let mut conn = server.conn().await;
     wait_until("the client reconnected", GENEROUS, || async {
-        locks.lock("once").try_acquire().await.is_ok_and(|g| g.is_some())
+        locks
+            .lock("once")
+            .try_acquire()
+            .await
+            .is_ok_and(|g| g.is_some())
     })
     .await;
     assert_eq!(loads(&mut conn).await, 1, "one load after the restart");
@@ -98,7 +108,11 @@ async fn two_versions_of_the_library_run_side_by_side() {
     let mut conn = server.conn().await;
     let older = LIBRARY
         .replacen("#!lua name=distlock_1", "#!lua name=distlock_0", 1)
-        .replacen("local PREFIX = 'distlock_1_'", "local PREFIX = 'distlock_0_'", 1);
+        .replacen(
+            "local PREFIX = 'distlock_1_'",
+            "local PREFIX = 'distlock_0_'",
+            1,
+        );
     assert_ne!(older, LIBRARY, "the version is where the test looks for it");
     let name: String = redis::cmd("FUNCTION")
         .arg("LOAD")
@@ -120,10 +134,17 @@ async fn two_versions_of_the_library_run_side_by_side() {
         cmd
     };
     let busy: Vec<redis::Value> = acquire("shared").query_async(&mut conn).await.unwrap();
-    assert_eq!(busy[0], redis::Value::Int(0), "busy under the newer client's hold");
+    assert_eq!(
+        busy[0],
+        redis::Value::Int(0),
+        "busy under the newer client's hold"
+    );
     let taken: Vec<redis::Value> = acquire("other").query_async(&mut conn).await.unwrap();
     assert_eq!(taken[0], redis::Value::Int(1));
-    assert!(locks.lock("other").try_acquire().await.unwrap().is_none(), "the older hold counts");
+    assert!(
+        locks.lock("other").try_acquire().await.unwrap().is_none(),
+        "the older hold counts"
+    );
     guard.release().await.unwrap();
     assert!(!exists(&mut conn, &key).await && !exists(&mut conn, &queue).await);
     let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
@@ -151,9 +172,9 @@ async fn redis_6_2() -> std::net::SocketAddr {
                             let info = "# Server\r\nredis_version:6.2.14\r\n";
                             format!("${}\r\n{info}\r\n", info.len())
                         }
-                        Some(name) => format!(
-                            "-ERR unknown command `{name}`, with args beginning with: \r\n"
-                        ),
+                        Some(name) => {
+                            format!("-ERR unknown command `{name}`, with args beginning with: \r\n")
+                        }
                         None => break,
                     };
                     if write.write_all(reply.as_bytes()).await.is_err() {
@@ -197,7 +218,13 @@ async fn a_server_before_redis_7_gets_a_typed_error() {
     );
     assert!(error.is_refused() && !error.is_unavailable());
     let text = error.to_string();
-    assert!(text.contains("6.2.14") && text.contains("Redis 7.0+"), "{text}");
+    assert!(
+        text.contains("6.2.14") && text.contains("Redis 7.0+"),
+        "{text}"
+    );
     let loaded = locks.load_functions().await.unwrap_err();
-    assert!(matches!(loaded, LockError::ServerTooOld { .. }), "{loaded:?}");
+    assert!(
+        matches!(loaded, LockError::ServerTooOld { .. }),
+        "{loaded:?}"
+    );
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_tests::locks::{
-    client, function_calls, exists, lock_key, reset_stats, OverlapDetector,
+    client, exists, function_calls, lock_key, reset_stats, OverlapDetector,
 };
 use distlock_tests::RedisServer;
 use lock_core::{scope, LockError};

@@ -14,10 +14,10 @@ use crate::lock::held::Acquired;
 use crate::lock::pending::Pending;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::metrics::{self, MetricsLabel};
+use crate::protocol::calls;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::MultiAcquireReply;
-use crate::protocol::calls;
 
 /// The capacity of a multi-lock's holds: they are exclusive locks, which have none (their
 /// scripts do not read it).

@@ -102,7 +102,8 @@ impl MultiLockRequest {
 
     /// The request for one name, with this request's options and what is left of the wait.
     fn request_for(&self, name: &LockName, deadline: Option<Instant>) -> LockRequest {
-        let mut request = LockRequest::new(Arc::clone(&self.engine), name.clone(), LockMode::Exclusive);
+        let mut request =
+            LockRequest::new(Arc::clone(&self.engine), name.clone(), LockMode::Exclusive);
         let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         request.options = RequestOptions {
             wait,
