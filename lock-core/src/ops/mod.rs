@@ -15,11 +15,11 @@ use crate::error::LockError;
 use crate::lock::revoke;
 use crate::ops::inspect::LockState;
 use crate::ops::list::glob_escape;
+use crate::protocol::call;
 use crate::protocol::calls;
 use crate::protocol::kind::mode::LockMode;
-use crate::protocol::library::{LIBRARY, LIBRARY_NAME};
+use crate::protocol::library::LIBRARY_NAME;
 use crate::protocol::name::{decode, encode_into, LockName};
-use redis::Value;
 
 /// Locks [`LockClient::list`] reads at once.
 const LIST_IN_FLIGHT: usize = 64;
@@ -97,8 +97,9 @@ impl LockClient {
     /// version.
     ///
     /// # Errors
-    /// The Redis errors ([`LockError::Refused`] for a user without `FUNCTION LOAD`), and
-    /// [`LockError::ServerTooOld`] for a server without Redis Functions.
+    /// [`LockError::LibraryNotLoaded`] for a user without `FUNCTION LOAD`,
+    /// [`LockError::ServerTooOld`] for a server without Redis Functions, and the Redis
+    /// errors.
     ///
     /// # Cancel safety
     /// Dropped midway, some nodes may have the library and others not; calling again is
@@ -106,23 +107,9 @@ impl LockClient {
     pub async fn load_functions(&self) -> Result<&'static str, LockError> {
         let what = LockName::from(LIBRARY_NAME);
         let timeout = self.inner.config.command_timeout;
-        let mut load = redis::cmd("FUNCTION");
-        load.arg("LOAD").arg("REPLACE").arg(LIBRARY);
         for conn in &self.inner.nodes {
             let mut conn = conn.clone();
-            let loaded = bounded(&what, timeout, load.query_async::<Value>(&mut conn)).await;
-            match loaded {
-                Err(LockError::Unavailable { source, .. }) if is_unknown_function_load(&source) => {
-                    let version = bounded(&what, timeout, conn.server_version(b"")).await?;
-                    return Err(LockError::ServerTooOld {
-                        name: what,
-                        version,
-                    });
-                }
-                other => {
-                    other?;
-                }
-            }
+            bounded(&what, timeout, call::load(&mut conn)).await?;
         }
         Ok(LIBRARY_NAME)
     }
@@ -203,13 +190,4 @@ impl LockClient {
         tracing::warn!(lock = %name, holders = owners.len(), told, "force-released by an operator");
         Ok(Some(told))
     }
-}
-
-/// `ERR unknown command 'FUNCTION'` (or unknown subcommand): a server before Redis 7.0.
-fn is_unknown_function_load(error: &redis::RedisError) -> bool {
-    error.code() == Some("ERR")
-        && error.detail().is_some_and(|d| {
-            let d = d.to_ascii_lowercase();
-            d.contains("unknown") && d.contains("function")
-        })
 }

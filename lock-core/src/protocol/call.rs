@@ -4,8 +4,8 @@
 //! Nothing on the hot path asks whether the library is loaded: a call is one `FCALL`. Only
 //! a call that meets `Function not found` (a new server, a server restarted without data, a
 //! new Cluster master after resharding, each Redlock node at first use) loads the library
-//! on the node that answered and sends the call once more. Functions replicate and persist
-//! with the data, so a promoted replica answers without a load.
+//! where the call went and sends it once more. Functions replicate and persist with the
+//! data, so a promoted replica answers without a load.
 
 use std::marker::PhantomData;
 
@@ -102,7 +102,7 @@ impl<R: FromRedisValue> Call<R> {
         match self.cmd.query_async(conn).await {
             // The rare paths boxed: the hot path's future stays small.
             Err(error) if is_missing_function(&error) => {
-                Box::pin(load(conn, self.first_key())).await?;
+                Box::pin(load(conn)).await?;
                 Ok(self.cmd.query_async(conn).await?)
             }
             Err(error) if is_unknown_fcall(&error) => {
@@ -138,15 +138,25 @@ fn write(writer: &mut impl std::io::Write, bytes: &[u8]) {
         .expect("writing to a Vec cannot fail");
 }
 
-/// Loads the library on the node of `key`. A library of the same name already there (a
-/// racing client loaded it) is this one: its name carries its version.
-pub(crate) async fn load(conn: &mut Conn, key: &[u8]) -> Result<(), Failure> {
+/// Loads the library where `conn` sends commands: its server (one server, a Redlock node,
+/// the master Sentinels name), or every master of a Cluster — a call redirected to the
+/// slot's new master (resharding) meets the library missing there, and the client is not
+/// told which node answered. `REPLACE`: a server that has the library keeps the same text,
+/// since its name carries its version (and a racing client's load is no error).
+///
+/// # Errors
+/// [`Failure::NotLoadable`] for a user without `FUNCTION LOAD`, [`Failure::TooOld`] for a
+/// server without Redis Functions, and the Redis errors.
+pub(crate) async fn load(conn: &mut Conn) -> Result<(), Failure> {
     let mut cmd = redis::cmd("FUNCTION");
-    cmd.arg("LOAD").arg(LIBRARY);
-    match conn.on_node_of(key, &cmd).await {
+    cmd.arg("LOAD").arg("REPLACE").arg(LIBRARY);
+    match cmd.query_async::<redis::Value>(conn).await {
         Ok(_) => Ok(()),
-        Err(error) if is_already_loaded(&error) => Ok(()),
         Err(error) if error.code() == Some("NOPERM") => Err(Failure::NotLoadable(error)),
+        Err(error) if is_unknown_command(&error, "function") => {
+            let version = conn.server_version(b"").await?;
+            Err(Failure::TooOld { version })
+        }
         Err(error) => Err(Failure::Redis(error)),
     }
 }
@@ -159,18 +169,18 @@ fn is_missing_function(error: &RedisError) -> bool {
             .is_some_and(|d| d.starts_with("Function not found"))
 }
 
-/// `ERR Library '…' already exists`.
-pub(crate) fn is_already_loaded(error: &RedisError) -> bool {
-    error.code() == Some("ERR") && error.detail().is_some_and(|d| d.contains("already exists"))
-}
-
 /// A server without Redis Functions: `ERR unknown command 'FCALL'` (Redis before 7.0
 /// quotes it with backticks).
 fn is_unknown_fcall(error: &RedisError) -> bool {
+    is_unknown_command(error, "fcall")
+}
+
+/// `ERR unknown command '<command>' …`.
+fn is_unknown_command(error: &RedisError, command: &str) -> bool {
     error.code() == Some("ERR")
         && error.detail().is_some_and(|d| {
             let d = d.to_ascii_lowercase();
-            d.starts_with("unknown command") && d.contains("fcall")
+            d.starts_with("unknown command") && d.contains(command)
         })
 }
 
@@ -198,9 +208,5 @@ mod tests {
         assert!(is_unknown_fcall(&old) && !is_missing_function(&old));
         let other = server_error("ERR", "unknown command 'FOO', with args beginning with:");
         assert!(!is_unknown_fcall(&other));
-        assert!(is_already_loaded(&server_error(
-            "ERR",
-            "Library 'distlock_1' already exists"
-        )));
     }
 }
