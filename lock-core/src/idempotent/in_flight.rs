@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{bounded, LockError};
+use crate::error::LockError;
 use crate::idempotent::error::IdempotencyError;
 use crate::idempotent::fingerprint::Fingerprint;
 use crate::idempotent::record::{self, StoredKind};
@@ -100,7 +100,7 @@ async fn complete_in_redis(
     let call = complete(&hold, record, value, retention, publish);
     let mut conn = held.client.conn();
     let timeout = held.client.config.command_timeout;
-    bounded(&held.name, timeout, call.invoke_async(&mut conn)).await
+    call.invoke(&mut conn, &held.name, timeout, timeout).await
 }
 
 impl fmt::Debug for InFlight {

@@ -12,7 +12,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::FromRedisValue;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::error::{bounded, LockError};
+use crate::error::LockError;
 use crate::lock::config::Config;
 use crate::lock::health::Health;
 use crate::lock::holds::Holds;
@@ -178,7 +178,7 @@ impl Engine {
         }
     }
 
-    /// Runs one script call about a lock with `lease` on every node at once, each within the
+    /// Runs one function call about a lock with `lease` on every node at once, each within the
     /// node timeout, and waits for every answer.
     pub(crate) async fn eval_each<T: FromRedisValue + Send + 'static>(
         &self,
@@ -189,15 +189,15 @@ impl Engine {
         self.eval_until(name, lease, call, |_| false).await
     }
 
-    /// Runs one script call on every node at once, each within the node timeout, and returns
+    /// Runs one function call on every node at once, each within the node timeout, and returns
     /// the answers so far (in arrival order) as soon as `decided` says they settle the
     /// outcome, or when all are in.
     ///
     /// Redlock: a dead or slow minority then costs the caller nothing once a quorum has
     /// answered. The calls still pending run on in the background until they answer or time
     /// out, so every reachable node gets the write: a lock on a bare majority would be lost
-    /// with any one of its nodes (and a node's first call, EVALSHA → NOSCRIPT → EVAL, is the
-    /// slowest). Used only with idempotent scripts (acquire, renew, fence floor): a late hold
+    /// with any one of its nodes (and a node's first call, which loads the functions library,
+    /// is the slowest). Used only with idempotent functions (acquire, renew, fence floor): a late hold
     /// on a node is this owner's and goes with its renewal, release or lease.
     pub(crate) async fn eval_until<T: FromRedisValue + Send + 'static>(
         &self,
@@ -210,7 +210,8 @@ impl Engine {
             // One server: one call, nothing to share with other nodes' calls.
             let mut conn = conn.clone();
             let timeout = self.node_timeout(lease);
-            let answers = vec![bounded(name, timeout, call.invoke_async(&mut conn)).await];
+            let load_timeout = self.config.command_timeout;
+            let answers = vec![call.invoke(&mut conn, name, timeout, load_timeout).await];
             self.health.observe(&answers);
             return answers;
         }
@@ -231,7 +232,7 @@ impl Engine {
         answers
     }
 
-    /// One script call on every node at once, each within the node timeout: the answers
+    /// One function call on every node at once, each within the node timeout: the answers
     /// as they arrive, owning all they need (`eval_until` may leave them to a task).
     fn eval_stream<T: FromRedisValue + Send + 'static>(
         &self,
@@ -240,9 +241,10 @@ impl Engine {
         call: Call<T>,
     ) -> FuturesUnordered<impl Future<Output = Result<T, LockError>> + Send + 'static> {
         let (call, timeout) = (Arc::new(call), self.node_timeout(lease));
+        let load_timeout = self.config.command_timeout;
         let on = |conn: &Conn| {
             let (mut conn, name, call) = (conn.clone(), name.clone(), Arc::clone(&call));
-            async move { bounded(&name, timeout, call.invoke_async(&mut conn)).await }
+            async move { call.invoke(&mut conn, &name, timeout, load_timeout).await }
         };
         self.nodes.iter().map(on).collect()
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::{bounded, LockError};
+use crate::error::LockError;
 use crate::lock::guard::LockGuard;
 use crate::lock::time::later;
 use crate::protocol::calls;
@@ -63,7 +63,7 @@ async fn acknowledged(
     let mut conn: Conn = client.replication.clone().unwrap_or_else(|| client.conn());
     let command_timeout = client.config.command_timeout;
     let touch = calls::touch(&held.keys, &held.owner, held.lease);
-    let ttl: i64 = bounded(&held.name, command_timeout, touch.invoke_async(&mut conn)).await?;
+    let ttl: i64 = (touch.invoke(&mut conn, &held.name, command_timeout, command_timeout)).await?;
     if ttl <= 0 {
         held.mark_lost("the lock was gone before its replicas acknowledged it");
         return Err(held.lost_error());

@@ -4,7 +4,7 @@
 
 use redis::{FromRedisValue, Pipeline};
 
-use crate::error::{bounded, LockError};
+use crate::error::LockError;
 use crate::lock::guard::LockGuard;
 use crate::lock::held::Held;
 use crate::lock::scope::LockInfo;
@@ -136,7 +136,7 @@ async fn write<T: FromRedisValue>(held: &Held, commands: &Pipeline) -> Result<T,
         guarded_write(&held.keys, &held.owner, held.token, commands, same_slot).map_err(invalid)?;
     let mut conn = engine.conn();
     let timeout = engine.config.command_timeout;
-    let GuardedReply(replies) = bounded(&held.name, timeout, call.invoke_async(&mut conn)).await?;
+    let GuardedReply(replies) = call.invoke(&mut conn, &held.name, timeout, timeout).await?;
     let Some(replies) = replies else {
         held.mark_lost("a guarded write found the hold no longer current: nothing was written");
         return Err(held.lost_error());

@@ -11,8 +11,11 @@ use std::marker::PhantomData;
 
 use redis::{Cmd, FromRedisValue, RedisError, RedisWrite as _};
 
-use crate::error::Failure;
+use std::time::Duration;
+
+use crate::error::{bounded, Failure, LockError};
 use crate::protocol::library::{Function, CLUSTER_SUFFIX, LIBRARY};
+use crate::protocol::name::LockName;
 use crate::transport::backend::Conn;
 
 /// One function call whose answer reads as `R`: the `FCALL` command, built once with its
@@ -92,32 +95,39 @@ impl<R: FromRedisValue> Call<R> {
         }
     }
 
-    /// Runs the call on `conn`. On `Function not found` loads the library on the node that
-    /// answered and sends the call once more; a server without Redis Functions answers
-    /// [`Failure::TooOld`].
+    /// Runs the call on `conn` within `timeout`, naming the lock `name` in its error. On
+    /// `Function not found` loads the library where the call went and sends the call once
+    /// more, both within `load_timeout` (the command timeout: a load takes longer than a
+    /// call, and a Redlock node's first call must not miss its short node timeout for it).
+    /// A server without Redis Functions answers [`LockError::ServerTooOld`].
     ///
     /// # Cancel safety
     /// As the function called: a dropped call may or may not have run.
-    pub(crate) async fn invoke_async(&self, conn: &mut Conn) -> Result<R, Failure> {
-        match self.cmd.query_async(conn).await {
-            // The rare paths boxed: the hot path's future stays small.
-            Err(error) if is_missing_function(&error) => {
-                Box::pin(load(conn)).await?;
-                Ok(self.cmd.query_async(conn).await?)
+    pub(crate) async fn invoke(
+        &self,
+        conn: &mut Conn,
+        name: &LockName,
+        timeout: Duration,
+        load_timeout: Duration,
+    ) -> Result<R, LockError> {
+        match bounded(name, timeout, self.cmd.query_async(conn)).await {
+            Err(LockError::Unavailable { source, .. }) if is_missing_function(&source) => {
+                // The rare path, boxed: the hot path's future stays small.
+                let loaded = Box::pin(async {
+                    load(conn).await?;
+                    Ok::<_, Failure>(self.cmd.query_async(conn).await?)
+                });
+                bounded(name, load_timeout, loaded).await
             }
-            Err(error) if is_unknown_fcall(&error) => {
-                let version = Box::pin(conn.server_version(self.first_key())).await?;
-                Err(Failure::TooOld { version })
+            Err(LockError::Unavailable { source, .. }) if is_unknown_fcall(&source) => {
+                let version = Box::pin(conn.server_version(b""));
+                let version = bounded(name, load_timeout, version).await?;
+                Err(LockError::ServerTooOld {
+                    name: name.clone(),
+                    version,
+                })
             }
-            answer => Ok(answer?),
-        }
-    }
-
-    /// The call's first key, whose node answers it (on a Cluster).
-    fn first_key(&self) -> &[u8] {
-        match self.cmd.args_iter().nth(3) {
-            Some(redis::Arg::Simple(key)) => key,
-            _ => &[],
+            answer => answer,
         }
     }
 

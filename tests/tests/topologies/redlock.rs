@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_tests::locks::{OverlapDetector, GENEROUS};
+use distlock_tests::locks::{exists, lock_key, wait_until, OverlapDetector, GENEROUS};
 use distlock_tests::RedisServer;
 use lock_core::LockClient;
 use redis::AsyncCommands;
@@ -104,6 +104,16 @@ async fn release_of_a_hold_left_on_a_minority_is_not_held() {
     let nodes = servers(3);
     let locks = redlock(&nodes);
     let guard = locks.lock("minority_left").await.unwrap();
+    // The acquisition answers at a majority; the last node's call may still be on its way
+    // (its first call loads the library): the hold is on all three before the fault.
+    for node in &nodes {
+        let conn = node.conn().await;
+        wait_until("the hold reached every node", GENEROUS, || {
+            let mut conn = conn.clone();
+            async move { exists(&mut conn, &lock_key("minority_left")).await }
+        })
+        .await;
+    }
     // The hold disappears from two of the three nodes (as a force release racing the
     // acquisition leaves it), and another client takes the majority.
     for node in &nodes[1..] {
