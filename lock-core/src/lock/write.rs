@@ -8,6 +8,8 @@ use crate::error::LockError;
 use crate::lock::guard::LockGuard;
 use crate::lock::held::Held;
 use crate::lock::scope::LockInfo;
+#[cfg(feature = "cluster")]
+use crate::protocol::guarded::SameSlot;
 use crate::protocol::guarded::{guarded_write, GuardedReply};
 
 impl LockGuard {
@@ -123,13 +125,9 @@ async fn write<T: FromRedisValue>(held: &Held, commands: &Pipeline) -> Result<T,
                 .to_owned(),
         ));
     }
+    // Only a Cluster spreads keys over nodes.
     #[cfg(feature = "cluster")]
-    let same = |a: &[u8], b: &[u8]| {
-        use redis::cluster_routing::Slot;
-        Slot::for_key(a) == Slot::for_key(b)
-    };
-    #[cfg(feature = "cluster")]
-    let same_slot: Option<&dyn Fn(&[u8], &[u8]) -> bool> = held.keys.is_sharded().then_some(&same);
+    let same_slot = held.keys.is_sharded().then_some(&same_slot as SameSlot<'_>);
     #[cfg(not(feature = "cluster"))]
     let same_slot = None;
     let call =
@@ -146,4 +144,11 @@ async fn write<T: FromRedisValue>(held: &Held, commands: &Pipeline) -> Result<T,
             "the guarded write's replies do not read as asked: {error}"
         ))
     })
+}
+
+/// True when two keys share a Cluster slot.
+#[cfg(feature = "cluster")]
+fn same_slot(a: &[u8], b: &[u8]) -> bool {
+    use redis::cluster_routing::Slot;
+    Slot::for_key(a) == Slot::for_key(b)
 }

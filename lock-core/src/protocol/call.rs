@@ -20,6 +20,7 @@ use crate::transport::backend::Conn;
 
 /// One function call whose answer reads as `R`: the `FCALL` command, built once with its
 /// exact size, and sent as it is to every node and on every retry.
+#[derive(Debug)]
 pub(crate) struct Call<R> {
     cmd: Cmd,
     reply: PhantomData<fn() -> R>,

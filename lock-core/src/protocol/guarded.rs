@@ -16,6 +16,9 @@ use crate::protocol::kind::mode::LockMode;
 use crate::protocol::library::Function;
 use crate::protocol::name::LockKeys;
 
+/// Tells whether two keys share a Cluster slot.
+pub(crate) type SameSlot<'a> = &'a dyn Fn(&[u8], &[u8]) -> bool;
+
 /// Where a command's keys are among its arguments (after its name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Keys {
@@ -77,7 +80,7 @@ pub(crate) fn guarded_write(
     owner: &str,
     token: u64,
     commands: &Pipeline,
-    same_slot: Option<&dyn Fn(&[u8], &[u8]) -> bool>,
+    same_slot: Option<SameSlot<'_>>,
 ) -> Result<Call<GuardedReply>, String> {
     let mode = match keys.mode() {
         LockMode::Exclusive => "x",
@@ -153,11 +156,7 @@ pub(crate) fn guarded_write(
 }
 
 /// Refuses a key of another slot than the lock's (on a Cluster) and the lock's own keys.
-fn check_key(
-    keys: &LockKeys,
-    key: &[u8],
-    same_slot: Option<&dyn Fn(&[u8], &[u8]) -> bool>,
-) -> Result<(), String> {
+fn check_key(keys: &LockKeys, key: &[u8], same_slot: Option<SameSlot<'_>>) -> Result<(), String> {
     let shown = String::from_utf8_lossy(key);
     let own = key == keys.lock()
         || keys.in_key_order().any(|(prefix, rest)| {
@@ -218,7 +217,7 @@ mod tests {
             let mut pipe = redis::pipe();
             pipe.cmd(command).arg("k");
             let refused = guarded_write(&keys(LockMode::Exclusive), "u", 1, &pipe, None);
-            let reason = refused.err().expect("refused");
+            let reason = refused.expect_err("refused");
             assert!(reason.contains(&format!("`{word}`")), "{reason}");
         }
         let mut pipe = redis::pipe();
