@@ -10,6 +10,7 @@
 //! distlock --cluster --url redis://10.0.0.1:7000 --url redis://10.0.0.2:7000 list
 //! distlock --redlock --url redis://10.0.0.1 --url redis://10.0.0.2 --url redis://10.0.0.3 list
 //! distlock --sentinel mymaster --url redis://10.0.0.1:26379 --url redis://10.0.0.2:26379 list
+//! distlock --url redis://admin@10.0.0.5:6379 functions load
 //! distlock exec --skip-if-busy --hold-at-least 60s nightly-report -- /usr/local/bin/report
 //! ```
 
@@ -103,6 +104,18 @@ enum Command {
     },
     #[cfg(unix)]
     Exec(exec::Exec),
+    /// distlock's Redis Functions library, for operators.
+    #[command(subcommand)]
+    Functions(Functions),
+}
+
+#[derive(Debug, Subcommand)]
+enum Functions {
+    /// Loads the library on every node (every master of a Cluster), replacing one of the
+    /// same version, and prints its name. Services load it by themselves on first use;
+    /// load it ahead of time when their Redis user may run FCALL but not FUNCTION LOAD
+    /// (least privilege). Run it as a user allowed `FUNCTION LOAD`.
+    Load,
 }
 
 impl Command {
@@ -209,6 +222,11 @@ async fn run(cli: Cli) -> Result<ExitCode, Error> {
         } => watch(&client, &cli.url, &name_prefix, json, interval, count).await?,
         #[cfg(unix)]
         Command::Exec(exec) => return exec::run(&client, exec, explain).await,
+        Command::Functions(Functions::Load) => {
+            let library = client.load_functions().await.map_err(explain)?;
+            let loaded = serde_json::json!({ "loaded": library });
+            render::print(json, &loaded, || format!("loaded {library}\n"));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -67,7 +67,15 @@ fn holding_json(holding: &Holding) -> Value {
 /// What holds a read-write lock or a semaphore, in words: `3 readers`, `a writer`,
 /// `2 permits`; `None` for a lock.
 fn holders_word(state: &LockState) -> Option<String> {
-    state.mode()?.describe_holders(state.holders().len())
+    let n = state.holders().len();
+    let counted = |noun: &str| format!("{n} {noun}{}", if n == 1 { "" } else { "s" });
+    match state.mode()? {
+        LockMode::Read => Some(counted("reader")),
+        LockMode::Write => Some("a writer".to_owned()),
+        LockMode::Permit => Some(counted("permit")),
+        // An exclusive lock's holder is named instead; a mode of a newer lock-core too.
+        _ => None,
+    }
 }
 
 /// Several locks as a JSON array.

@@ -425,3 +425,52 @@ async fn the_lock_family_shows_every_holder() {
     assert_eq!(state["held"], false);
     drop((readers, permit));
 }
+
+/// `functions load` puts the library on the server for users who may not load it, and a
+/// user without `FUNCTION LOAD` is told what went wrong.
+#[tokio::test]
+async fn functions_load_preloads_the_library() {
+    let redis = RedisServer::start();
+    let loaded = distlock_json(&redis, &["functions", "load"]).await;
+    let library = loaded["loaded"]
+        .as_str()
+        .expect("the library's name")
+        .to_owned();
+    assert!(library.starts_with("distlock_"), "{loaded}");
+    let mut conn = redis.conn().await;
+    let listed: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg(&library)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1, "{library} is loaded");
+    // Again: replaced, not refused.
+    let out = distlock(&redis, &["functions", "load"]).await;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("loaded {library}\n")
+    );
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(">pw")
+        .arg("~*")
+        .arg("+@all")
+        .arg("-function")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let url = format!("redis://app:pw@127.0.0.1:{}", redis.port());
+    let out = run(&["--url", &url, "functions", "load"]).await;
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("may not load it"), "{stderr}");
+    assert!(
+        !stderr.contains(":pw@"),
+        "no password in the output: {stderr}"
+    );
+}
