@@ -9,6 +9,7 @@
 
 use std::marker::PhantomData;
 
+use futures_util::future::BoxFuture;
 use redis::{Cmd, FromRedisValue, RedisError, RedisWrite as _};
 
 use std::time::Duration;
@@ -48,7 +49,7 @@ impl Arg<'_> {
 /// The words before the keys: the command, the function's name and the key count.
 const HEAD: usize = "FCALL_RO".len() + 40 + CLUSTER_SUFFIX.len() + 4;
 
-impl<R: FromRedisValue> Call<R> {
+impl<R: FromRedisValue + Send> Call<R> {
     /// A call of `function` (its Cluster variant when `cluster`) with `keys`, each spelled
     /// by its parts joined, and `args`.
     pub(crate) fn new<'p, 'k, K>(
@@ -113,23 +114,31 @@ impl<R: FromRedisValue> Call<R> {
     ) -> Result<R, LockError> {
         match bounded(name, timeout, self.cmd.query_async(conn)).await {
             Err(LockError::Unavailable { source, .. }) if is_missing_function(&source) => {
-                // The rare path, boxed: the hot path's future stays small.
-                let loaded = Box::pin(async {
-                    load(conn).await?;
-                    Ok::<_, Failure>(self.cmd.query_async(conn).await?)
-                });
-                bounded(name, load_timeout, loaded).await
+                self.load_and_retry(conn, name, load_timeout).await
             }
             Err(LockError::Unavailable { source, .. }) if is_unknown_fcall(&source) => {
-                let version = Box::pin(conn.server_version(b""));
-                let version = bounded(name, load_timeout, version).await?;
-                Err(LockError::ServerTooOld {
-                    name: name.clone(),
-                    version,
-                })
+                too_old(conn, name, load_timeout).await
             }
             answer => answer,
         }
+    }
+
+    /// The rare path of [`invoke`](Self::invoke), type-erased: the hot path's future stays
+    /// small, and so do the futures of every caller's caller.
+    fn load_and_retry<'a>(
+        &'a self,
+        conn: &'a mut Conn,
+        name: &'a LockName,
+        load_timeout: Duration,
+    ) -> BoxFuture<'a, Result<R, LockError>>
+    where
+        R: Send,
+    {
+        let loaded = async move {
+            load(conn).await?;
+            Ok::<_, Failure>(self.cmd.query_async(conn).await?)
+        };
+        Box::pin(bounded(name, load_timeout, loaded))
     }
 
     /// The command as sent, for tests.
@@ -165,11 +174,26 @@ pub(crate) async fn load(conn: &mut Conn) -> Result<(), Failure> {
         Ok(_) => Ok(()),
         Err(error) if error.code() == Some("NOPERM") => Err(Failure::NotLoadable(error)),
         Err(error) if is_unknown_command(&error, "function") => {
-            let version = conn.server_version(b"").await?;
+            let version = Box::pin(conn.server_version(b"")).await?;
             Err(Failure::TooOld { version })
         }
         Err(error) => Err(Failure::Redis(error)),
     }
+}
+
+/// [`LockError::ServerTooOld`], naming the version of the server `conn` sends to.
+fn too_old<'a, R: Send + 'a>(
+    conn: &'a mut Conn,
+    name: &'a LockName,
+    timeout: Duration,
+) -> BoxFuture<'a, Result<R, LockError>> {
+    Box::pin(async move {
+        let version = bounded(name, timeout, conn.server_version(b"")).await?;
+        Err(LockError::ServerTooOld {
+            name: name.clone(),
+            version,
+        })
+    })
 }
 
 /// `ERR Function not found`.

@@ -14,7 +14,7 @@ use crate::protocol::replies::{
 };
 
 /// A call of `function` on the lock `keys` (its kind's keys, in their order).
-pub(crate) fn on_lock<R: redis::FromRedisValue>(
+pub(crate) fn on_lock<R: redis::FromRedisValue + Send>(
     function: Function,
     keys: &LockKeys,
     args: &[Arg<'_>],
