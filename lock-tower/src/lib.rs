@@ -252,7 +252,7 @@
 //! | a request Redis refuses for good (a misconfiguration; a read-write or semaphore layer on a Redlock client is refused when it is built: `BuildError::Unsupported`) | `500 Internal Server Error` | `INTERNAL` |
 //!
 //! The bodies are generic: they name the key parameter at fault or the lock's
-//! [family](LockLayerBuilder::family) (``lock `item_<id>` is busy``), never who holds the lock
+//! [metrics label](LockLayerBuilder::metrics_label) (``lock `item_<id>` is busy``), never who holds the lock
 //! (service, host, pid, request id), a Redis address or an internal error. Those go to
 //! `tracing` (at `debug` for each rejection, `error` for a misconfiguration) and stay
 //! available to a custom answer through [`Rejection::lock_error`]. Every answer can be
@@ -404,7 +404,7 @@
 //!   that needed percent-decoding), the route's parameter list if it has parameters, and
 //!   the name itself;
 //! - the metrics family, copied into each lock request when it is the key template (a
-//!   `&'static str` given to [`family`](LockLayerBuilder::family) is not copied);
+//!   `&'static str` given to [`metrics_label`](LockLayerBuilder::metrics_label) is not copied);
 //! - two copies of the lock's name: the [`LockInfo`] that `current_lock` answers and the one
 //!   in the request's extensions (and the extensions map, if the request had none);
 //! - one spawned task that deletes the lock in Redis (it runs even if the future is dropped);
