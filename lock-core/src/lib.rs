@@ -241,6 +241,7 @@ pub mod __private {
     }
 }
 
+/// Available with the crate feature `macros`.
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 #[doc(inline)]

@@ -325,9 +325,12 @@
 //!
 //! The lock stops two requests for item 7 from running *at the same time*; it does not stop
 //! a client that timed out and retried from buying item 7 *twice*. [`IdempotencyLayer`]
-//! does: the first request with an `Idempotency-Key` runs and its response is stored; a
-//! duplicate while it runs is told to retry later; a later duplicate gets the stored
-//! response; the same key with another request is refused.
+//! does, for every request that completes: the first request with an `Idempotency-Key` runs
+//! and its response is stored; a duplicate while it runs is told to retry later; a later
+//! duplicate gets the stored response; the same key with another request is refused. A
+//! request that does not complete (its client dropped it, a server error) stores nothing,
+//! and its retry runs the handler again: fence the handler's effects with the key's token
+//! (below) to make those happen once too.
 //!
 //! ```no_run
 //! use axum::{routing::post, Router};
@@ -368,8 +371,9 @@
 //! and 429; gRPC `OK` and the client's errors (`INVALID_ARGUMENT`, `NOT_FOUND`,
 //! `ALREADY_EXISTS`, `PERMISSION_DENIED`, `FAILED_PRECONDITION`, `OUT_OF_RANGE`,
 //! `UNIMPLEMENTED`, `UNAUTHENTICATED`). A server error, a "try again", a dropped connection
-//! (the handler is cancelled) and a lost key store nothing: the key is free for a retry at
-//! once. The status, `content-type` (and the headers given to
+//! (the handler is cancelled) and a lost key store nothing, and the key is free for a retry
+//! at once — except that a request dropped after its store was sent may still be stored (and
+//! is then replayed: the answer of a completed run). The status, `content-type` (and the headers given to
 //! [`keep_header`](IdempotencyLayerBuilder::keep_header); gRPC's status headers and
 //! trailers) and the body are stored for the [retention](IdempotencyLayerBuilder::retention)
 //! (24 h by default), by the same Redis script that releases the key, and only while the
@@ -416,6 +420,7 @@
 //! matched route's parameters are copied out of axum's (one `Vec`, the names and values
 //! reference-counted).
 //!
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
