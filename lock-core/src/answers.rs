@@ -7,6 +7,9 @@
 
 use crate::LockError;
 
+/// A handler can return `Result<T, LockError>`: the layer's statuses and `Retry-After`.
+///
+/// Available with the crate feature `axum`.
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl axum_core::response::IntoResponse for LockError {
@@ -30,6 +33,9 @@ impl axum_core::response::IntoResponse for LockError {
     }
 }
 
+/// A gRPC method can use `?` on a `LockError`: the layer's codes.
+///
+/// Available with the crate feature `tonic`.
 #[cfg(feature = "tonic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
 impl From<LockError> for tonic::Status {

@@ -131,6 +131,13 @@
 //!   From<LockError>` — so a handler or gRPC method can return lock errors with `?`, with
 //!   lock-tower's status codes and a body that never names the holder (409 / `ABORTED` when
 //!   busy, 503 / `UNAVAILABLE` when Redis is down, 503 / `ABORTED` when lost).
+//! - `serde`: `LockClient::idempotent`, a future run once per idempotency key with its
+//!   result stored as JSON.
+//!
+//! # The guide
+//! The [`guide`] walks through distlock chapter by chapter — getting started (with the life
+//! of a lock in pictures), the macro, the layers, the lock family, jobs and elections,
+//! idempotency keys, topologies, operating, migrating from Redisson.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -141,6 +148,7 @@ mod answers;
 mod client;
 mod election;
 mod error;
+pub mod guide;
 mod idempotent;
 mod job;
 mod lock;
@@ -233,6 +241,7 @@ pub mod __private {
     }
 }
 
+/// Available with the crate feature `macros`.
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 #[doc(inline)]

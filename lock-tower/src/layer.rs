@@ -328,12 +328,6 @@ impl LockLayerBuilder {
         self
     }
 
-    /// The old name of [`metrics_label`](Self::metrics_label).
-    #[deprecated(note = "renamed `metrics_label`: \"family\" names the lock family")]
-    pub fn family(self, family: impl Into<Cow<'static, str>>) -> Self {
-        self.metrics_label(family)
-    }
-
     /// Takes the read side of the name's read-write lock for requests with a safe method
     /// (`GET`, `HEAD`, `OPTIONS`, `TRACE`) and the write side for the others, on the same
     /// key: `GET /items/7` runs beside other `GET`s of item 7, never beside a

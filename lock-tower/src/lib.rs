@@ -252,7 +252,7 @@
 //! | a request Redis refuses for good (a misconfiguration; a read-write or semaphore layer on a Redlock client is refused when it is built: `BuildError::Unsupported`) | `500 Internal Server Error` | `INTERNAL` |
 //!
 //! The bodies are generic: they name the key parameter at fault or the lock's
-//! [family](LockLayerBuilder::family) (``lock `item_<id>` is busy``), never who holds the lock
+//! [metrics label](LockLayerBuilder::metrics_label) (``lock `item_<id>` is busy``), never who holds the lock
 //! (service, host, pid, request id), a Redis address or an internal error. Those go to
 //! `tracing` (at `debug` for each rejection, `error` for a misconfiguration) and stay
 //! available to a custom answer through [`Rejection::lock_error`]. Every answer can be
@@ -325,9 +325,12 @@
 //!
 //! The lock stops two requests for item 7 from running *at the same time*; it does not stop
 //! a client that timed out and retried from buying item 7 *twice*. [`IdempotencyLayer`]
-//! does: the first request with an `Idempotency-Key` runs and its response is stored; a
-//! duplicate while it runs is told to retry later; a later duplicate gets the stored
-//! response; the same key with another request is refused.
+//! does, for every request that completes: the first request with an `Idempotency-Key` runs
+//! and its response is stored; a duplicate while it runs is told to retry later; a later
+//! duplicate gets the stored response; the same key with another request is refused. A
+//! request that does not complete (its client dropped it, a server error) stores nothing,
+//! and its retry runs the handler again: fence the handler's effects with the key's token
+//! (below) to make those happen once too.
 //!
 //! ```no_run
 //! use axum::{routing::post, Router};
@@ -368,8 +371,9 @@
 //! and 429; gRPC `OK` and the client's errors (`INVALID_ARGUMENT`, `NOT_FOUND`,
 //! `ALREADY_EXISTS`, `PERMISSION_DENIED`, `FAILED_PRECONDITION`, `OUT_OF_RANGE`,
 //! `UNIMPLEMENTED`, `UNAUTHENTICATED`). A server error, a "try again", a dropped connection
-//! (the handler is cancelled) and a lost key store nothing: the key is free for a retry at
-//! once. The status, `content-type` (and the headers given to
+//! (the handler is cancelled) and a lost key store nothing, and the key is free for a retry
+//! at once — except that a request dropped after its store was sent may still be stored (and
+//! is then replayed: the answer of a completed run). The status, `content-type` (and the headers given to
 //! [`keep_header`](IdempotencyLayerBuilder::keep_header); gRPC's status headers and
 //! trailers) and the body are stored for the [retention](IdempotencyLayerBuilder::retention)
 //! (24 h by default), by the same Redis script that releases the key, and only while the
@@ -404,7 +408,7 @@
 //!   that needed percent-decoding), the route's parameter list if it has parameters, and
 //!   the name itself;
 //! - the metrics family, copied into each lock request when it is the key template (a
-//!   `&'static str` given to [`family`](LockLayerBuilder::family) is not copied);
+//!   `&'static str` given to [`metrics_label`](LockLayerBuilder::metrics_label) is not copied);
 //! - two copies of the lock's name: the [`LockInfo`] that `current_lock` answers and the one
 //!   in the request's extensions (and the extensions map, if the request had none);
 //! - one spawned task that deletes the lock in Redis (it runs even if the future is dropped);
@@ -416,6 +420,7 @@
 //! matched route's parameters are copied out of axum's (one `Vec`, the names and values
 //! reference-counted).
 //!
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 

@@ -157,7 +157,7 @@ impl Rejection {
     }
 
     /// A lowercase message for the client: the key parameter at fault, or the lock's
-    /// [family](crate::LockLayerBuilder::family) — never who holds the lock, a host or a
+    /// [metrics label](crate::LockLayerBuilder::metrics_label) — never who holds the lock, a host or a
     /// Redis address (those are in [`lock_error`](Self::lock_error) and the logs).
     pub fn message(&self) -> &str {
         &self.message

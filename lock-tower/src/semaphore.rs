@@ -132,12 +132,6 @@ impl SemaphoreLayerBuilder {
         fn metrics_label(label: impl Into<Cow<'static, str>>);
     }
 
-    /// The old name of [`metrics_label`](Self::metrics_label).
-    #[deprecated(note = "renamed `metrics_label`: \"family\" names the lock family")]
-    pub fn family(self, family: impl Into<Cow<'static, str>>) -> Self {
-        self.metrics_label(family)
-    }
-
     /// Parses a placeholder's value as a `T`: see [`LockLayerBuilder::parse_as`].
     pub fn parse_as<T>(self, placeholder: impl Into<String>) -> Self
     where

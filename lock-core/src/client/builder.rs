@@ -76,6 +76,8 @@ impl LockClientBuilder {
 
     /// Trusts this root certificate (PEM) for `rediss://` instead of the bundled web roots:
     /// for Redis servers with a private CA.
+    ///
+    /// Available with the crate feature `tls`.
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
@@ -84,6 +86,8 @@ impl LockClientBuilder {
     }
 
     /// Presents this client certificate and key (PEM) for mutual TLS.
+    ///
+    /// Available with the crate feature `tls`.
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_client_certificate(
@@ -206,6 +210,8 @@ impl LockClientBuilder {
     ///
     /// # Default
     /// `true`.
+    ///
+    /// Available with the crate feature `cluster`.
     #[cfg(feature = "cluster")]
     #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn sharded_pubsub(mut self, sharded: bool) -> Self {

@@ -57,6 +57,8 @@ impl LockClient {
     ///     .build()?;
     /// # Ok(()) }
     /// ```
+    ///
+    /// Available with the crate feature `cluster`.
     #[cfg(feature = "cluster")]
     #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn cluster(seeds: impl IntoIterator<Item = impl Into<String>>) -> LockClientBuilder {
@@ -81,6 +83,8 @@ impl LockClient {
     /// .build()?;
     /// # Ok(()) }
     /// ```
+    ///
+    /// Available with the crate feature `sentinel`.
     #[cfg(feature = "sentinel")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn sentinel(

@@ -16,6 +16,9 @@ use crate::idempotent::{Begin, Idempotency};
 use crate::protocol::name::LockName;
 
 /// How an idempotent call got its result.
+///
+/// Available with the crate feature `serde`.
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Outcome<T> {
@@ -39,13 +42,17 @@ impl<T> Outcome<T> {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl LockClient {
     /// Runs `work` at most once per completed `key` within the retention (24 h by
     /// default): the first call runs it under the key's in-flight lock (watchdog-renewed,
     /// fenced, aborted when lost) and stores its `Ok` result, atomically with the release,
     /// only while its hold is current; later calls with the same `fingerprint` get the
     /// stored result without running anything. `Err` results, a lost hold and a dropped
-    /// call store nothing: the key is free for a retry. See SAFETY.md for what "once" means.
+    /// call store nothing (a call dropped after its store was sent may still be stored):
+    /// the key is free for a retry, which runs `work` again — so fence `work`'s effects with
+    /// the key's token ([`current_lock`](crate::current_lock)). See SAFETY.md for what
+    /// "once" means.
     ///
     /// ```no_run
     /// # #[derive(Debug)] enum PayError { Key(lock_core::IdempotencyError) }
@@ -71,7 +78,10 @@ impl LockClient {
     /// ([`Lost`](IdempotencyError::Lost)), a result that cannot be (de)serialised, Redis.
     ///
     /// # Cancel safety
-    /// Dropping the future drops `work` and releases the key without storing anything.
+    /// Dropping the future drops `work` and releases the key without storing anything
+    /// (a store already sent may still complete: the result is then stored and replayed).
+    ///
+    /// Available with the crate feature `serde`.
     pub fn idempotent<F, T, E>(
         &self,
         key: impl Into<LockName>,
@@ -91,6 +101,9 @@ impl LockClient {
 
 /// A future run once per idempotency key: made by [`LockClient::idempotent`]; set the
 /// retention or lease, then `.await` it.
+///
+/// Available with the crate feature `serde`.
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 #[must_use = "futures do nothing unless awaited"]
 pub struct IdempotentRequest<F> {
     idempotency: Idempotency,

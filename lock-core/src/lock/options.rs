@@ -94,12 +94,6 @@ macro_rules! option_setters {
             self
         }
 
-        /// The old name of [`metrics_label`](Self::metrics_label).
-        #[deprecated(note = "renamed `metrics_label`: \"family\" names the lock family")]
-        pub fn family(self, family: impl Into<std::borrow::Cow<'static, str>>) -> Self {
-            self.metrics_label(family)
-        }
-
         /// A request id recorded with the hold, for operators (see
         /// [`HolderInfo::request_id`](crate::HolderInfo::request_id)).
         pub fn request_id(mut self, request_id: impl Into<String>) -> Self {

@@ -21,14 +21,18 @@ pub trait RebuildBody: Body + Sized {
     fn rebuild(bytes: Bytes) -> Self;
 }
 
+/// Available with the crate feature `axum`.
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl RebuildBody for axum::body::Body {
     fn rebuild(bytes: Bytes) -> Self {
         Self::from(bytes)
     }
 }
 
+/// Available with the crate feature `tonic`.
 #[cfg(feature = "tonic")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
 impl RebuildBody for tonic::body::Body {
     fn rebuild(bytes: Bytes) -> Self {
         Self::new(http_body_util::Full::new(bytes))
