@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use distlock_tests::locks::{builder, client, command_calls, exists, lock_key, pttl, wait_until, GENEROUS};
+use distlock_tests::locks::{
+    builder, client, command_calls, exists, library_loads, lock_key, pttl, wait_until, GENEROUS,
+};
 use distlock_tests::RedisServer;
 use lock_core::LockError;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -20,12 +22,6 @@ async fn flush(conn: &mut redis::aio::MultiplexedConnection) {
         .query_async(conn)
         .await
         .unwrap();
-}
-
-/// `FUNCTION LOAD` calls the server has served since its start or its last stats reset.
-async fn loads(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let (calls, _) = command_calls(conn).await;
-    calls.get("function|load").copied().unwrap_or(0)
 }
 
 /// Acquire, watchdog renewal, release and a hand-off each work right after `FUNCTION FLUSH`.
@@ -75,7 +71,7 @@ async fn the_library_is_loaded_once_per_server_life() {
         locks.lock("once").await.unwrap().release().await.unwrap();
     }
     let mut conn = server.conn().await;
-    assert_eq!(loads(&mut conn).await, 1, "one load for the first call");
+    assert_eq!(library_loads(&mut conn).await, 1, "one load for the first call");
     let (calls, stats) = command_calls(&mut conn).await;
     assert_eq!(calls.get("fcall"), Some(&7), "one FCALL per call, one retried: {stats}");
     assert!(!calls.contains_key("function|list"), "{stats}");
@@ -86,7 +82,7 @@ async fn the_library_is_loaded_once_per_server_life() {
         locks.lock("once").try_acquire().await.is_ok_and(|g| g.is_some())
     })
     .await;
-    assert_eq!(loads(&mut conn).await, 1, "one load after the restart");
+    assert_eq!(library_loads(&mut conn).await, 1, "one load after the restart");
 }
 
 /// Function names are global on a server: the library's name and its functions' carry its

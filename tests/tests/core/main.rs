@@ -12,6 +12,7 @@ mod expiry;
 mod fairness;
 mod fencing;
 mod interop;
+mod least_privilege;
 mod limits;
 mod lost;
 mod multi;
