@@ -255,6 +255,18 @@ fn is_refusal(error: &RedisError) -> bool {
             error.code(),
             Some("WRONGTYPE" | "NOPERM" | "NOAUTH" | "WRONGPASS")
         )
+        || is_acl_failure_in_function(error)
+}
+
+/// A command, key or channel the user may not use, met inside a library function: Redis
+/// and Valkey answer it as `ERR` (Redis 7.0: "The user executing the script can't …",
+/// Valkey: "ACL failure in script: …"), not `NOPERM`.
+fn is_acl_failure_in_function(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error.detail().is_some_and(|d| {
+            d.starts_with("The user executing the script can't")
+                || d.starts_with("ACL failure in script")
+        })
 }
 
 /// Why one Redis call failed: the Redis client's error, or what loading the functions
@@ -325,6 +337,24 @@ mod tests {
              2024-05-01T03:12:09.456Z: gave up after waiting 2s"
         );
         assert_eq!(err.holder().map(HolderInfo::service), Some("billing"));
+    }
+
+    #[test]
+    fn an_acl_failure_inside_a_function_is_a_refusal() {
+        let error = |text: &str| match redis::parse_redis_value(format!("-{text}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(error)) => RedisError::from(error),
+            other => panic!("not an error: {other:?}"),
+        };
+        for text in [
+            "ERR The user executing the script can't run this command or subcommand script: \
+             distlock_1_acquire, on @user_function:198.",
+            "ERR ACL failure in script: User app has no permissions to run the 'time' command \
+             script: on @user_function:198.",
+            "NOPERM User app has no permissions to run the 'fcall' command",
+        ] {
+            assert!(is_refusal(&error(text)), "{text}");
+        }
+        assert!(!is_refusal(&error("ERR Function not found")));
     }
 
     #[test]

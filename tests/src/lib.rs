@@ -11,9 +11,11 @@
 //! * [`proxy`]: [`TcpProxy`], a loopback TCP proxy that injects latency,
 //!   blackholes, connection cuts, refusals and lost replies;
 //! * [`cluster`]: [`RedisCluster`], a local Redis Cluster of [`RedisServer`] nodes;
+//! * [`acl`]: the application user's ACL rule, and the paths it must run;
 //! * [`locks`]: helpers for lock-engine tests (clients, probes, event waits, checkers);
 //! * [`redisson`]: a test client speaking Redisson's `RLock` protocol.
 
+pub mod acl;
 pub mod cluster;
 pub mod fault;
 pub mod proxy;

@@ -131,6 +131,26 @@ pub async fn command_calls(
     (calls, stats)
 }
 
+/// `FUNCTION LOAD` calls since [`reset_stats`] (or the server's start): by clients, and
+/// also those a replica applied from its master's stream (not a library it got in a full
+/// sync).
+pub async fn library_loads(conn: &mut MultiplexedConnection) -> u64 {
+    let (calls, _) = command_calls(conn).await;
+    calls.get("function|load").copied().unwrap_or(0)
+}
+
+/// True when the server has distlock's library, of this client's version.
+pub async fn has_library(conn: &mut MultiplexedConnection) -> bool {
+    let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg("distlock_1")
+        .query_async(conn)
+        .await
+        .expect("FUNCTION LIST");
+    !libraries.is_empty()
+}
+
 /// Function calls (`FCALL`, `FCALL_RO`) since [`reset_stats`] (`None`: none), with the
 /// stats' text.
 pub async fn function_calls(conn: &mut MultiplexedConnection) -> (Option<u64>, String) {

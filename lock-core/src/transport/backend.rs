@@ -124,7 +124,14 @@ impl Conn {
             Self::Cluster(lazy) => {
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                lazy.get().await?.route_command(cmd.clone(), routing).await
+                // `route_command` hands a server's error back as a value (`query_async`
+                // raises it): raised here, so a refused `FUNCTION LOAD` is not taken for done.
+                let answer = lazy
+                    .get()
+                    .await?
+                    .route_command(cmd.clone(), routing)
+                    .await?;
+                answer.extract_error()
             }
         }
     }

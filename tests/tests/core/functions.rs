@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use distlock_tests::locks::{
-    builder, client, command_calls, exists, lock_key, pttl, wait_until, GENEROUS,
+    builder, client, command_calls, exists, library_loads, lock_key, pttl, wait_until, GENEROUS,
 };
 use distlock_tests::RedisServer;
 use lock_core::LockError;
@@ -22,12 +22,6 @@ async fn flush(conn: &mut redis::aio::MultiplexedConnection) {
         .query_async(conn)
         .await
         .unwrap();
-}
-
-/// `FUNCTION LOAD` calls the server has served since its start or its last stats reset.
-async fn loads(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let (calls, _) = command_calls(conn).await;
-    calls.get("function|load").copied().unwrap_or(0)
 }
 
 /// Acquire, watchdog renewal, release and a hand-off each work right after `FUNCTION FLUSH`.
@@ -77,7 +71,11 @@ async fn the_library_is_loaded_once_per_server_life() {
         locks.lock("once").await.unwrap().release().await.unwrap();
     }
     let mut conn = server.conn().await;
-    assert_eq!(loads(&mut conn).await, 1, "one load for the first call");
+    assert_eq!(
+        library_loads(&mut conn).await,
+        1,
+        "one load for the first call"
+    );
     let (calls, stats) = command_calls(&mut conn).await;
     assert_eq!(
         calls.get("fcall"),
@@ -96,7 +94,11 @@ async fn the_library_is_loaded_once_per_server_life() {
             .is_ok_and(|g| g.is_some())
     })
     .await;
-    assert_eq!(loads(&mut conn).await, 1, "one load after the restart");
+    // Calls in flight together may each meet the library missing and load it (REPLACE of
+    // the same text: harmless); a busy machine makes that likelier (a timed-out try and its
+    // queue clean-up).
+    let loads = library_loads(&mut conn).await;
+    assert!((1..=2).contains(&loads), "{loads} loads after the restart");
 }
 
 /// Function names are global on a server: the library's name and its functions' carry its

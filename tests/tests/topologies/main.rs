@@ -5,5 +5,7 @@
 
 mod cluster;
 mod edge;
+mod least_privilege;
+mod promoted_replicas;
 mod redlock;
 mod sentinel;
