@@ -8,11 +8,10 @@
 //! data, so a promoted replica answers without a load.
 
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use redis::{Cmd, FromRedisValue, RedisError, RedisWrite as _};
-
-use std::time::Duration;
 
 use crate::error::{bounded, Failure, LockError};
 use crate::protocol::library::{Function, CLUSTER_SUFFIX, LIBRARY};
@@ -46,7 +45,8 @@ impl Arg<'_> {
     }
 }
 
-/// The words before the keys: the command, the function's name and the key count.
+/// Room for the words before the keys: the command, the function's name (up to 40 bytes
+/// and the Cluster suffix) and the key count (up to 4 digits).
 const HEAD: usize = "FCALL_RO".len() + 40 + CLUSTER_SUFFIX.len() + 4;
 
 impl<R: FromRedisValue + Send> Call<R> {
@@ -130,10 +130,7 @@ impl<R: FromRedisValue + Send> Call<R> {
         conn: &'a mut Conn,
         name: &'a LockName,
         load_timeout: Duration,
-    ) -> BoxFuture<'a, Result<R, LockError>>
-    where
-        R: Send,
-    {
+    ) -> BoxFuture<'a, Result<R, LockError>> {
         let loaded = async move {
             load(conn).await?;
             Ok::<_, Failure>(self.cmd.query_async(conn).await?)

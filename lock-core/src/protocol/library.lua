@@ -1159,11 +1159,12 @@ end
 local function guarded_write(keys, args)
   local key = keys[1]
   local owner, token, mode, count = args[1], args[2], args[3], tonumber(args[4])
+  local holders = mode == 's' and keys[2]
   local record
   if mode == 's' then
     local expiry = redis.call('zscore', key, owner)
     if not expiry or tonumber(expiry) <= ms_of(redis.call('time')) then return {0} end
-    record = redis.call('hget', keys[2], owner)
+    record = redis.call('hget', holders, owner)
   elseif mode == 'w' then
     record = redis.call('hget', key, record_field(owner))
   else
