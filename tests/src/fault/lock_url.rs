@@ -36,21 +36,25 @@ pub fn builder(word: &str) -> LockClientBuilder {
     LockClient::builder(word)
 }
 
-/// Runs `cmd` once on a plain (lock-unaware) connection to `word`: one server's URL, or a
-/// `cluster:` word (the command goes to the node serving its key). A new connection each
-/// time, so a Redis restart in between needs no reconnect logic.
+/// Runs `commands` once on a plain (lock-unaware) connection to `word`: one server's URL,
+/// or a `cluster:` word (the commands go to the node serving their keys). A new connection
+/// each time, so a Redis restart in between needs no reconnect logic.
 ///
 /// # Errors
-/// When Redis cannot be reached or refuses the command.
-pub async fn plain_query<T: FromRedisValue>(word: &str, cmd: &redis::Cmd) -> RedisResult<T> {
+/// When Redis cannot be reached or refuses a command.
+pub async fn plain_query<T: FromRedisValue>(
+    word: &str,
+    commands: &redis::Pipeline,
+) -> RedisResult<T> {
     if let Some(seeds) = word.strip_prefix(CLUSTER) {
         let client = redis::cluster::ClusterClient::new(seeds.split(',').collect::<Vec<_>>())?;
-        return cmd
+        return commands
             .query_async(&mut client.get_async_connection().await?)
             .await;
     }
     let client = redis::Client::open(word)?;
-    cmd.query_async(&mut client.get_multiplexed_async_connection().await?)
+    commands
+        .query_async(&mut client.get_multiplexed_async_connection().await?)
         .await
 }
 

@@ -85,10 +85,10 @@ async fn guarded_decr(guard: &LockGuard) -> String {
 
 /// The negative control: the same `DECR`, sent as a plain command.
 async fn plain_decr(plain_url: &str, key: &str) -> String {
-    let mut decr = redis::cmd("DECR");
-    decr.arg(key);
-    match lock_url::plain_query::<i64>(plain_url, &decr).await {
-        Ok(value) => format!("written value={value}"),
+    let mut decr = redis::pipe();
+    decr.cmd("DECR").arg(key);
+    match lock_url::plain_query::<(i64,)>(plain_url, &decr).await {
+        Ok((value,)) => format!("written value={value}"),
         Err(e) => format!("error {e}"),
     }
 }
