@@ -43,7 +43,7 @@ impl Write {
 
     /// Trial `i`'s write: guarded and plain in turn, so both see the same load.
     fn of(i: usize) -> Self {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             Self::Guarded
         } else {
             Self::Plain

@@ -12,12 +12,13 @@ use std::time::Duration;
 use distlock_tests::fault::clock::monotonic_ns;
 use distlock_tests::fault::lock_url;
 use lock_core::{LockClient, LockError, LockGuard, LockInfo};
-use redis::{Pipeline, Value};
+use redis::{FromRedisValue, Pipeline, Value};
 
 use crate::args::{Control, Topology};
 use crate::check::registers::Dump;
 use crate::history::{Event, HistoryWriter, Outcome};
 use crate::hold::error_outcome;
+use crate::register::appended;
 use crate::workload::register_names;
 
 /// How a run writes the guarded registers.
@@ -136,30 +137,20 @@ async fn read_modify_write(
     let mut read = redis::pipe();
     read.cmd("GET").arg(&value);
     let sent = monotonic_ns();
-    let got = writer.send(&read).await;
-    let now = match got
-        .as_ref()
-        .map(|v| redis::from_redis_value_ref::<(Option<String>,)>(v))
-    {
-        Ok(Ok((now,))) => Ok(now.unwrap_or_default()),
-        Ok(Err(e)) => Err(Outcome::Info(e.to_string())),
-        Err(outcome) => Err(outcome.clone()),
-    };
-    let outcome = now.as_ref().map_or_else(Clone::clone, |_| Outcome::Ok);
+    let now = writer.send(&read).await.and_then(|reply| {
+        let (now,) = <(Option<String>,)>::from_redis_value(reply)
+            .map_err(|e| Outcome::Info(e.to_string()))?;
+        Ok(now.unwrap_or_default())
+    });
+    let outcome = now.as_ref().err().cloned().unwrap_or(Outcome::Ok);
     history.log(op, event(name, token, false, sent, outcome));
     let Ok(now) = now else { return };
     tokio::time::sleep(think).await;
     let mut write = redis::pipe();
-    write
-        .cmd("SET")
-        .arg(&value)
-        .arg(crate::register::appended(&now, op));
+    write.cmd("SET").arg(&value).arg(appended(&now, op));
     write.cmd("RPUSH").arg(&log).arg(format!("{token}:{op}"));
     let sent = monotonic_ns();
-    let outcome = writer
-        .send(&write)
-        .await
-        .map_or_else(|o| o, |_| Outcome::Ok);
+    let outcome = writer.send(&write).await.err().unwrap_or(Outcome::Ok);
     history.log(op, event(name, token, true, sent, outcome));
 }
 
@@ -197,13 +188,7 @@ pub async fn dump_all(
         let (value, log, _): (Option<String>, Vec<String>, i64) =
             (guard.write(&read).await).map_err(|e| format!("guarded register {name}: {e}"))?;
         let _ = guard.release().await;
-        let log = log
-            .iter()
-            .filter_map(|entry| {
-                let (token, op) = entry.split_once(':')?;
-                Some((token.parse().ok()?, op.parse().ok()?))
-            })
-            .collect();
+        let log = crate::register::parse_log(&log);
         let value = value.unwrap_or_default();
         dumps.insert(name.to_owned(), Dump { value, log });
     }
