@@ -238,8 +238,9 @@ async fn paused_holder_writes_nothing_through_sentinel() {
 }
 
 /// 20 trials, 4 at a time, each on its own server: A checked its hold; the server restarts
-/// empty (lock, fence counter and functions library gone); B takes the lock — its token may
-/// even equal A's, the owner differs — and A's guarded write is refused.
+/// empty (lock, fence counter and functions library gone); B takes the lock (its token from
+/// a new counter; the record's owner differs from A's whatever the tokens) and A's guarded
+/// write — its first try meets the broken connection, its retry the new hold — is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_writes_nothing_after_a_restart_without_persistence() {
     let seen = run_trials(20, 4, |i| async move {
