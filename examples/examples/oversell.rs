@@ -1,15 +1,19 @@
 //! The oversell demo: three instances of an inventory service behind one address sell a
 //! stock kept in Redis. With a lock local to each instance they oversell under load; with
-//! `DistributedLockLayer` on the buy route they sell exactly the stock, every time.
+//! `DistributedLockLayer` on the buy route they sell exactly the stock, every time. The third
+//! run keeps the stock beside the lock and takes each unit with a guarded `DECR`: with
+//! `--stall-ms`, one purchase in ten stalls past its lease between its check and its write,
+//! and only the guarded run still sells exactly the stock.
 //!
 //! ```sh
 //! cargo run --release -p distlock-examples --example oversell
 //! cargo run --release -p distlock-examples --example oversell -- --stock 50 --requests 500
+//! cargo run --release -p distlock-examples --example oversell -- --stall-ms 900
 //! ```
 //!
 //! Uses `REDIS_URL` if set, else a Redis on 127.0.0.1:6379, else starts a private
 //! `redis-server` on a free port (stopped at exit, also on Ctrl-C and SIGTERM). Exits 0 when
-//! the locked run sold exactly the stock, 1 when it did not, 130 (SIGINT) or 143 (SIGTERM)
+//! the locked runs sold exactly the stock (with `--stall-ms`, the guarded one), 1 when not, 130 (SIGINT) or 143 (SIGTERM)
 //! when interrupted.
 
 use std::future::Future;

@@ -8,9 +8,10 @@ use clap::builder::RangedU64ValueParser;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{table, Error, Guard, Settings};
+use super::{table, Error, Guard, Report, Settings};
 
-/// Three inventory instances, one stock in Redis: local locks oversell, distlock does not.
+/// Three inventory instances, one stock in Redis: local locks oversell, distlock does not,
+/// and guarded writes do not even when a holder stalls past its lease.
 #[derive(Debug, Parser)]
 #[command(
     name = "oversell",
@@ -37,6 +38,11 @@ pub struct Args {
     /// the whole queue: 0.25 s per request in flight, at least 30 s].
     #[arg(long, value_name = "SECONDS")]
     pub lock_wait: Option<u64>,
+    /// Stall one purchase in ten this long between its check and its write (a GC pause, a
+    /// slow VM), with locks leased a third of it and not renewed: the plain write after the
+    /// stall oversells, the guarded one is refused.
+    #[arg(long, value_name = "MS")]
+    pub stall_ms: Option<u64>,
     /// No progress bars.
     #[arg(long)]
     pub quiet: bool,
@@ -66,15 +72,17 @@ impl Args {
                 || Settings::queue_wait(self.concurrency),
                 Duration::from_secs,
             ),
+            stall: self.stall_ms.map(Duration::from_millis),
         }
     }
 }
 
 /// Runs the demo against the Redis at `redis_url`, as the `oversell` example does: a run
-/// with a local lock, a run with the distributed lock, then the table and the verdict on
-/// `out` (failures go to stderr). Answers the exit status: 0 when the locked run sold
-/// exactly the stock, no more and no less ([`Report::inexact`](super::Report::inexact)),
-/// 1 when it did not or a run failed.
+/// with a local lock, a run with the distributed lock, a run with guarded writes, then the
+/// table and the verdicts on `out` (failures go to stderr). Answers the exit status: 0 when
+/// the locked runs sold exactly the stock, no more and no less
+/// ([`Report::inexact`](super::Report::inexact)) — with `--stall-ms`, the guarded run —,
+/// 1 when not or a run failed.
 pub async fn run(args: &Args, redis_url: &str, out: &mut dyn Write) -> u8 {
     match both_runs(args, redis_url, out).await {
         Ok(true) => 0,
@@ -86,16 +94,23 @@ pub async fn run(args: &Args, redis_url: &str, out: &mut dyn Write) -> u8 {
     }
 }
 
-/// The runs, the table and the verdict; true when the locked run was exact.
+/// The runs, the table and the verdicts; true when the locked runs were exact (with
+/// `--stall-ms`, the guarded one: a plain write after a stall is expected to oversell).
 async fn both_runs(args: &Args, redis_url: &str, out: &mut dyn Write) -> Result<bool, Error> {
     let settings = args.settings();
     writeln!(
         out,
-        "{} instances, stock {}, {} purchase requests at concurrency {} (redis: {redis_url})\n",
-        settings.instances, settings.stock, settings.requests, settings.concurrency,
+        "{} instances, stock {}, {} purchase requests at concurrency {} (redis: {redis_url}){}\n",
+        settings.instances,
+        settings.stock,
+        settings.requests,
+        settings.concurrency,
+        settings.stall.map_or(String::new(), |stall| format!(
+            "; one purchase in ten stalls {stall:?} between its check and its write"
+        )),
     )?;
     let mut reports = Vec::new();
-    for guard in [Guard::LocalMutex, Guard::Distributed] {
+    for guard in [Guard::LocalMutex, Guard::Distributed, Guard::Guarded] {
         let progress = (!args.quiet).then(|| bar(settings.requests, guard));
         let report = super::run(redis_url, &settings, guard, progress)
             .await
@@ -103,26 +118,38 @@ async fn both_runs(args: &Args, redis_url: &str, out: &mut dyn Write) -> Result<
         reports.push(report);
     }
     write!(out, "{}", table(&reports))?;
-    let locked = &reports[1];
-    let Some(why) = locked.inexact() else {
-        let per_request = if locked.expected_sales() < locked.initial_stock {
+    writeln!(out)?;
+    let locked = verdict(out, "with the distributed lock", &reports[1], &settings)?;
+    let guarded = verdict(out, "with guarded writes", &reports[2], &settings)?;
+    Ok(guarded && (locked || settings.stall.is_some()))
+}
+
+/// Prints the verdict on one locked run; true when it sold exactly the stock.
+fn verdict(
+    out: &mut dyn Write,
+    what: &str,
+    report: &Report,
+    settings: &Settings,
+) -> Result<bool, Error> {
+    let Some(why) = report.inexact() else {
+        let per_request = if report.expected_sales() < report.initial_stock {
             " (one per request)"
         } else {
             ""
         };
         writeln!(
             out,
-            "\nwith the distributed lock: exactly {} sold{per_request}, oversold 0",
-            locked.accepted
+            "{what}: exactly {} sold{per_request}, oversold 0",
+            report.accepted
         )?;
         return Ok(true);
     };
-    writeln!(out, "\nwith the distributed lock: NOT exact: {why}")?;
-    if locked.failed > 0 {
+    writeln!(out, "{what}: NOT exact: {why}")?;
+    if report.failed > 0 {
         writeln!(
             out,
-            "(busy/err: answered 409 after waiting {:?} for the lock, or 5xx, or no answer; \
-             see --lock-wait)",
+            "(busy/err: answered 409 after waiting {:?} for the lock, or 5xx — a guarded write \
+             refused after a stall —, or no answer; see --lock-wait)",
             settings.lock_wait
         )?;
     }

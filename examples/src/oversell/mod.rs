@@ -1,9 +1,13 @@
 //! The oversell demo: N instances of an inventory service share a stock kept in Redis and
 //! sell it with a non-atomic read → check → write, as the service in the seeds does. With a
 //! lock local to each instance they oversell under load; with [`DistributedLockLayer`] on the
-//! buy route they sell exactly the stock.
+//! buy route they sell exactly the stock. The stock in Redis variant ([`Guard::Guarded`])
+//! keeps the stock beside the lock and takes each unit with a guarded `DECR`
+//! ([`LockInfo::write`]): it sells exactly the stock even when a holder stalls past its lease
+//! between its check and its write ([`Settings::stall`]), where the plain write oversells.
 //!
 //! [`DistributedLockLayer`]: lock_tower::DistributedLockLayer
+//! [`LockInfo::write`]: lock_core::LockInfo::write
 
 pub mod cli;
 mod load;
@@ -30,6 +34,9 @@ pub enum Guard {
     LocalMutex,
     /// `DistributedLockLayer` on the buy route, one lock per item across all instances.
     Distributed,
+    /// The layer too, and the stock beside the lock, taken with a guarded `DECR` that
+    /// commits only while the request's hold is current.
+    Guarded,
 }
 
 impl Guard {
@@ -38,6 +45,7 @@ impl Guard {
         match self {
             Self::LocalMutex => "local Mutex per instance",
             Self::Distributed => "DistributedLockLayer",
+            Self::Guarded => "guarded write (in Redis)",
         }
     }
 }
@@ -55,6 +63,11 @@ pub struct Settings {
     pub instances: usize,
     /// How long a request waits for the item's lock (see [`Settings::queue_wait`]).
     pub lock_wait: Duration,
+    /// A stall between the check and the write of one purchase in ten, as a GC pause or a
+    /// slow VM makes: the locks then get a lease of a third of it (no watchdog) and the
+    /// handler runs on when it is lost (`OnLost::Continue`), as a paused process would.
+    /// `None`: no stall, watchdog-renewed locks.
+    pub stall: Option<Duration>,
 }
 
 impl Settings {
@@ -90,7 +103,7 @@ pub async fn run(
     let mut conn = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    let key = service::stock_key(ITEM);
+    let key = service::stock_key(ITEM, guard);
     let () = conn.set(&key, settings.stock).await?;
     let instances = service::start(url, settings, guard).await?;
     let addrs: Vec<_> = instances.iter().map(service::Instance::addr).collect();

@@ -23,18 +23,28 @@
 //! holder family <lock url> <detector url> <name> <lease ms> <rw|sem:N> <tasks> <count>
 //!     Read-write locks (1 in 5 writes) or permits of N in a loop, checked by a detector on
 //!     the second Redis (see holder/family.rs); prints `DONE entries=… violations=… …`.
+//! holder guarded <lock url> <plain url> <name> <lease ms> guarded|plain
+//!     Takes the lock, prints `READY token=… held=0|1`, and on `WRITE` decrements the stock
+//!     key beside it without checking again, by a guarded write or a plain command (see
+//!     holder/guarded.rs); prints `WROTE write=…`.
 //! holder graceful <lock url> - <name> <lease ms>
 //!     Takes the lock and a permit of `<name>_sem` (watchdog-renewed), prints `HELD`, and on
 //!     SIGTERM shuts its client down as a service would (`LockClient::shutdown`), prints
 //!     `SHUTDOWN released=<n> then=<error of a later lock>` and exits.
 //! ```
+//!
+//! `<lock url>` is one server's URL, or a Cluster's or Sentinels' addresses as one word
+//! (`distlock_tests::fault::lock_url`).
 
 #[path = "holder/family.rs"]
 mod family;
+#[path = "holder/guarded.rs"]
+mod guarded;
 
 use std::time::Duration;
 
 use distlock_tests::fault::clock::monotonic_ns;
+use distlock_tests::fault::lock_url;
 use distlock_tests::fault::rng::Rng;
 use distlock_tests::fault::store::{Counter, FencedStore};
 use futures_util::FutureExt;
@@ -50,6 +60,7 @@ fn usage() -> ! {
          holder soak <lock url> <store url> <name> <lease ms> <tasks> <secs> <seed>\n       \
          holder many <lock url> - <name prefix> <lease ms> <count> [read|write|sem:N]\n       \
          holder family <lock url> <detector url> <name> <lease ms> <rw|sem:N> <tasks> <count>\n       \
+         holder guarded <lock url> <plain url> <name> <lease ms> guarded|plain\n       \
          holder graceful <lock url> - <name> <lease ms>"
     );
     std::process::exit(2)
@@ -72,6 +83,7 @@ async fn main() {
             "hold" => hold(lock_url, store_url, name, lease).await,
             "many" => many(lock_url, name, lease, number(args.get(5)), args.get(6)).await,
             "family" => family::run(&args, lease).await,
+            "guarded" => guarded::run(&args, lease).await,
             "graceful" => graceful(lock_url, name, lease).await,
             "soak" => {
                 let tasks = number(args.get(5));
@@ -97,7 +109,7 @@ async fn main() {
 }
 
 fn client(url: &str, lease: Duration) -> LockClient {
-    LockClient::builder(url)
+    lock_url::builder(url)
         .lease(lease)
         .command_timeout(Duration::from_secs(2))
         .connect_timeout(Duration::from_secs(2))

@@ -7,6 +7,7 @@
 //!   unfenced lost-update counter, both kept on a Redis server of their own;
 //! * [`holder`]: [`HolderProcess`](holder::HolderProcess), a child running the `holder`
 //!   binary that tests SIGSTOP, SIGCONT and SIGKILL;
+//! * [`lock_url`]: a lock client's topology as one command-line word, for such children;
 //! * [`family`]: the cross-process exclusion harness of read-write locks and semaphores;
 //! * [`cluster`]: which node serves a key, planned and forced failovers;
 //! * [`reshard`]: one slot moved to another master, step by step;
@@ -17,6 +18,7 @@ pub mod clock;
 pub mod cluster;
 pub mod family;
 pub mod holder;
+pub mod lock_url;
 pub mod overlap;
 pub mod reshard;
 pub mod rng;

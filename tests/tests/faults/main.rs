@@ -6,6 +6,7 @@
 //! concern.
 
 mod fault_cluster;
+mod fault_guarded_write;
 mod fault_holder_crash;
 mod fault_holder_pause;
 mod fault_lost_reply;

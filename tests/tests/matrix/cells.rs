@@ -124,6 +124,7 @@ impl Cell {
             Opt::Metrics => self.metrics().await,
             Opt::ForceRelease => self.force_release().await,
             Opt::Inspect => self.inspect().await,
+            Opt::GuardedWrite => self.guarded_write().await,
             Opt::Macro => self.macro_form().await,
             Opt::Layer => crate::layer::layer_form(&self).await,
         }
@@ -383,6 +384,32 @@ impl Cell {
             assert!(shown, "{name}: token {token} not in {state:?}");
         }
         hold.release().await
+    }
+
+    /// A guarded write under the hold lands (its `INCR` answers 1); once an operator's force
+    /// release has ended the hold, the same write is refused as lost and lands nothing (the
+    /// next hold's `INCR` answers 2).
+    async fn guarded_write(&self) -> Result<(), Refusal> {
+        let mut hold = self.take_free().await?;
+        let mut incr = redis::pipe();
+        incr.cmd("INCR").arg(hold.key("n"));
+        let written = hold.write::<(i64,)>(&incr).await;
+        let Ok((n,)) = written else {
+            // Refused before sending: the hold is still there to release.
+            hold.release().await?;
+            return written.map(drop);
+        };
+        assert_eq!(n, 1, "the write under the hold");
+        self.force_release_all().await?;
+        let stale = hold.write::<(i64,)>(&incr).await;
+        assert!(
+            matches!(&stale, Err(e) if e.is_lost()),
+            "a write after the hold ended: {stale:?}"
+        );
+        let mut next = self.take_free().await?;
+        let (n,): (i64,) = next.write(&incr).await?;
+        assert_eq!(n, 2, "the write after the hold ended landed");
+        next.release().await
     }
 
     /// `#[distributed_lock]` takes the kind: its body runs under the hold, released after.

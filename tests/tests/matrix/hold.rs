@@ -12,6 +12,7 @@ use lock_core::{
     Begin, Election, Fingerprint, Idempotency, InFlight, JobOutcome, JobRequest, Leadership,
     LockClient, LockGuard, LockRequest, MultiLockGuard, MultiLockRequest, OnLost, Outcome,
 };
+use redis::{FromRedisValue, Pipeline};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -213,6 +214,32 @@ impl Hold {
             Hold::InFlight(f) => Ok(f.guard().extend(lease).await?),
             Hold::Job(_) | Hold::Leader(_) => absent("extension", "a job or a term"),
         }
+    }
+
+    /// The key `suffix` beside the hold (in its slot): of the first name for `lock_all`.
+    pub(crate) fn key(&self, suffix: &str) -> String {
+        match self {
+            Hold::One(g) => g.key(suffix),
+            Hold::All(g) => g.guards()[0].key(suffix),
+            Hold::Job(fire) => fire.info().key(suffix).expect("the body runs"),
+            Hold::Leader(term) => term.guard().key(suffix),
+            Hold::InFlight(f) => f.guard().key(suffix),
+        }
+    }
+
+    /// A guarded write under the hold: through the guard, or a job body's current lock.
+    pub(crate) async fn write<T: FromRedisValue>(
+        &mut self,
+        commands: &Pipeline,
+    ) -> Result<T, Refusal> {
+        let written = match self {
+            Hold::One(g) => g.write(commands).await,
+            Hold::All(g) => g.guards()[0].write(commands).await,
+            Hold::Job(fire) => fire.info().write(commands).await,
+            Hold::Leader(term) => term.guard().write(commands).await,
+            Hold::InFlight(f) => f.guard().write(commands).await,
+        };
+        Ok(written?)
     }
 
     /// Resolves once the hold is known lost.

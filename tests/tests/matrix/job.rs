@@ -50,6 +50,11 @@ impl JobHold {
         self.info.fencing_token()
     }
 
+    /// The body's current lock, as `current_lock()` gave it there.
+    pub(crate) fn info(&self) -> &LockInfo {
+        &self.info
+    }
+
     /// True while the body runs: with `OnLost::Abort`, the fire ends when the hold is lost.
     pub(crate) fn is_held(&mut self) -> bool {
         if self.ended.is_none() {

@@ -3,7 +3,7 @@
 //! topology, each topology started once). Each cell either works, with a behavioural
 //! assertion, or answers a typed error the docs list for that combination
 //! ([`refusal::documented`]: [`LockError::InvalidRequest`] for a shared kind or an election
-//! under Redlock, [`IdempotencyError::Redlock`](lock_core::IdempotencyError::Redlock) for an
+//! under Redlock, and for a guarded write under a read hold or under Redlock, [`IdempotencyError::Redlock`](lock_core::IdempotencyError::Redlock) for an
 //! idempotency key there, [`LockError::InvalidConfig`] for `min_replicas` with Redlock, and
 //! the layer's `500` for what the topology refuses) — never a Redis error such as WRONGTYPE.
 //!
@@ -48,7 +48,7 @@ const KINDS: [Kind; 8] = [
 ];
 
 /// The request options, client settings and forms each kind meets.
-const OPTIONS: [Opt; 15] = [
+const OPTIONS: [Opt; 16] = [
     Opt::Wait,
     Opt::TryAcquire,
     Opt::Lease,
@@ -62,6 +62,7 @@ const OPTIONS: [Opt; 15] = [
     Opt::Metrics,
     Opt::ForceRelease,
     Opt::Inspect,
+    Opt::GuardedWrite,
     Opt::Macro,
     Opt::Layer,
 ];
@@ -165,6 +166,9 @@ pub(crate) enum Opt {
     Metrics,
     ForceRelease,
     Inspect,
+    /// A guarded write under the hold (`LockGuard::write`, or the current lock's
+    /// `LockInfo::write` in a job's body).
+    GuardedWrite,
     /// The kind taken by `#[distributed_lock]`.
     Macro,
     /// The kind taken by lock-tower's layer for it, on an axum `Router`.

@@ -1,4 +1,5 @@
-//! The README's main demo, with small numbers: the distributed lock sells exactly the stock.
+//! The README's main demo, with small numbers: the distributed lock sells exactly the stock,
+//! and so do guarded writes when a holder stalls past its lease (a plain write oversells).
 
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ fn small() -> Settings {
         concurrency: 30,
         instances: 3,
         lock_wait: Duration::from_secs(60),
+        stall: None,
     }
 }
 
@@ -29,6 +31,51 @@ async fn distributed_lock_sells_exactly_the_stock() {
         assert_eq!(report.final_stock, 0);
         assert_eq!((report.sold_out, report.failed), (170, 0), "{report:?}");
     }
+}
+
+/// The stock in Redis beside the lock, each unit taken with a guarded `DECR`: exact too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guarded_writes_sell_exactly_the_stock() {
+    let server = RedisServer::start();
+    let report = oversell::run(&server.url(), &small(), Guard::Guarded, None)
+        .await
+        .expect("demo run");
+    assert!(report.is_exact(), "{report:?}");
+    assert_eq!((report.accepted, report.final_stock), (30, 0), "{report:?}");
+}
+
+/// One purchase in ten stalls 900 ms between its check and its write, past its lock's
+/// 300 ms lease: the guarded `DECR` after the stall is refused and nothing is oversold,
+/// while the plain write after it — the negative control — oversells.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guarded_writes_never_oversell_when_a_holder_stalls_past_its_lease() {
+    let server = RedisServer::start();
+    let stalling = Settings {
+        stall: Some(Duration::from_millis(900)),
+        ..small()
+    };
+    let guarded = oversell::run(&server.url(), &stalling, Guard::Guarded, None)
+        .await
+        .expect("demo run");
+    assert!(guarded.is_exact(), "{guarded:?}");
+    assert_eq!(guarded.oversold(), 0, "{guarded:?}");
+    assert!(
+        guarded.failed > 0,
+        "no stalled write was refused: {guarded:?}"
+    );
+    let plain = oversell::run(&server.url(), &stalling, Guard::Distributed, None)
+        .await
+        .expect("demo run");
+    assert!(
+        plain.oversold() > 0,
+        "the control did not oversell: {plain:?}"
+    );
+    println!(
+        "oversell with stalls: guarded oversold {} (refused {}), plain oversold {}",
+        guarded.oversold(),
+        guarded.failed,
+        plain.oversold()
+    );
 }
 
 /// The unguarded run completes and reports consistently (whether it oversells depends on

@@ -16,9 +16,9 @@ use crate::history::{self, Event, HistoryWriter};
 use crate::nemesis::{self, parse_faults};
 use crate::register::Registers;
 use crate::report::{self, Report};
-use crate::sentinel_watch;
 use crate::topology::{keys_left, Servers};
 use crate::workload::{register_names, LEASE};
+use crate::{guarded, sentinel_watch, topology};
 
 /// Clients keep working this long after the nemesis stops (the liveness window).
 const TAIL: Duration = Duration::from_secs(12);
@@ -115,6 +115,10 @@ pub async fn run(args: &Args) -> Result<bool, String> {
     if let Some(watcher) = &watcher {
         watcher.abort();
     }
+    // Read (and deleted) before the keys left are counted.
+    let writes = guarded::Writes::of(topology, &servers.urls(), control);
+    let lock_client = topology::client(topology, &servers.urls()).map_err(|e| e.to_string())?;
+    let guarded = guarded::dump_all(&writes, &lock_client).await?;
     let keys = wait_keys_gone(&servers).await;
 
     let mut registers = Registers::connect(&resource.url(), true)
@@ -127,7 +131,7 @@ pub async fn run(args: &Args) -> Result<bool, String> {
         dumps.insert(name, Dump { value, log });
     }
     let switches = check::switches::read(&dir, MARGIN);
-    let report = check_all(&records, &dumps, &keys, &switches);
+    let report = check_all(&records, &dumps, &guarded, &keys, &switches);
     let report = Report {
         topology,
         secs,
@@ -178,10 +182,12 @@ fn registers_written(records: &[history::Record]) -> BTreeSet<String> {
     names
 }
 
-/// Runs every checker; `switches` adds the Sentinel view's unsafe windows.
+/// Runs every checker; `guarded` are the guarded registers beside the locks, `switches`
+/// adds the Sentinel view's unsafe windows.
 pub fn check_all(
     records: &[history::Record],
     dumps: &BTreeMap<String, Dump>,
+    guarded: &BTreeMap<String, Dump>,
     keys: &[String],
     switches: &[check::Window],
 ) -> Report {
@@ -206,6 +212,7 @@ pub fn check_all(
         &ix.shared_windows,
     ));
     violations.extend(check::http::check(records, dumps, &ix));
+    violations.extend(check::guarded::check(records, guarded, &ix.shared_windows));
     Report {
         ops: report::op_counts(&ix),
         http: report::http_counts(records),

@@ -87,6 +87,19 @@ pub enum Event {
         /// How it ended.
         outcome: Outcome,
     },
+    /// An access to the guarded register beside a lock (`write: false` is the read).
+    Guarded {
+        /// The register (the lock name).
+        name: String,
+        /// The hold's token.
+        token: u64,
+        /// True for the write.
+        write: bool,
+        /// When the access was sent.
+        sent: u64,
+        /// How it ended (`Fail("lost")`: refused, the hold was not current).
+        outcome: Outcome,
+    },
     /// An indeterminate error's text (the outcome keeps only its kind).
     Error {
         /// `LockError`'s Display.

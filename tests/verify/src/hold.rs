@@ -10,6 +10,7 @@ use std::time::Duration;
 use distlock_tests::fault::clock::monotonic_ns;
 use lock_core::{LockError, LockGuard, MultiLockGuard};
 
+use crate::guarded::{self, Writes};
 use crate::history::{Event, HistoryWriter, Mode, Outcome};
 use crate::register::{appended, digest, Registers};
 use crate::workload::failed;
@@ -27,6 +28,27 @@ pub trait Guard: Send + Sync + 'static {
     fn extend_by(&self, lease: Duration) -> BoxFuture<'_, Result<(), LockError>>;
     /// `release()`.
     fn release_now(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>>;
+    /// The guards of the names held, for guarded writes (none for the stand-in).
+    fn lock_guards(&self) -> &[LockGuard] {
+        &[]
+    }
+}
+
+/// The guards of the names a guard holds.
+trait NamedGuards {
+    fn named_guards(&self) -> &[LockGuard];
+}
+
+impl NamedGuards for LockGuard {
+    fn named_guards(&self) -> &[LockGuard] {
+        std::slice::from_ref(self)
+    }
+}
+
+impl NamedGuards for MultiLockGuard {
+    fn named_guards(&self) -> &[LockGuard] {
+        self.guards()
+    }
 }
 
 /// Both guards answer the same calls by the same names.
@@ -44,6 +66,9 @@ macro_rules! guard_by_inherent_methods {
             }
             fn release_now(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>> {
                 Box::pin((*self).release())
+            }
+            fn lock_guards(&self) -> &[LockGuard] {
+                self.named_guards()
             }
         }
     )*};
@@ -81,6 +106,8 @@ pub struct Plan {
     pub hold: Duration,
     /// Extend the lease by this before releasing.
     pub extend: Option<Duration>,
+    /// How the guarded registers of the `writes` names are written after their fenced ones.
+    pub guarded: Writes,
 }
 
 /// An error's outcome: a definite failure, or unknown when Redis did not answer.
@@ -135,6 +162,9 @@ pub async fn run(
     if check_held(history, op, guard.as_ref()) {
         for (name, token) in &plan.writes {
             read_modify_write(history, registers, op, name, *token, plan.think).await;
+            let guards = guard.lock_guards();
+            guarded::under_guards(&plan.guarded, guards, history, op, name, *token, plan.think)
+                .await;
         }
         tokio::time::sleep(plan.hold).await;
         if let Some(lease) = plan.extend {

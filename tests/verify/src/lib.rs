@@ -15,7 +15,8 @@
 //!   [`clients`]: the client processes; [`workload`], [`hold`]: what a client does, with
 //!   [`jobs`], [`election`] and [`idempotency`] beside the locks, and [`http`]: each
 //!   process's idempotency layer over HTTP and the gateways that retry requests across them;
-//!   [`register`]: the fenced resource; [`nemesis`]: the faults (`reshard`: Cluster
+//!   [`register`]: the fenced resource; [`guarded`]: the registers beside the locks, written
+//!   by guarded writes; [`nemesis`]: the faults (`reshard`: Cluster
 //!   resharding); [`history`]: the events; [`sentinel_watch`]: what the Sentinels name;
 //!   [`check`]: the checkers; [`report`]: what is printed.
 #![deny(missing_docs)]
@@ -26,6 +27,7 @@ pub mod check;
 pub mod clients;
 pub mod controller;
 pub mod election;
+pub mod guarded;
 pub mod history;
 pub mod hold;
 pub mod http;

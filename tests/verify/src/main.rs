@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use distlock_verify::args::{Args, Control, Topology, USAGE};
+use distlock_verify::guarded::Writes;
 use distlock_verify::history::HistoryWriter;
 use distlock_verify::http::ports::Ports;
 use distlock_verify::register::Registers;
@@ -66,6 +67,7 @@ async fn client(args: &Args) -> Result<(), String> {
         control,
         family: topology != Topology::Redlock,
         ports: args.path("ports").map(Ports::new),
+        guarded: Writes::of(topology, &urls, control),
     };
     // The controller closes stdin to stop the client.
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

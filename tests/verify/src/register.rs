@@ -148,15 +148,19 @@ impl Registers {
             .lrange(log, 0, -1)
             .query_async(&mut self.conn)
             .await?;
-        let log = log
-            .iter()
-            .filter_map(|entry| {
-                let (token, op) = entry.split_once(':')?;
-                Some((token.parse().ok()?, op.parse().ok()?))
-            })
-            .collect();
-        Ok((value.unwrap_or_default(), log))
+        Ok((value.unwrap_or_default(), parse_log(&log)))
     }
+}
+
+/// A write log's `token:op` entries as `(token, op)` (also the guarded registers').
+pub fn parse_log(entries: &[String]) -> Vec<(u64, u64)> {
+    entries
+        .iter()
+        .filter_map(|entry| {
+            let (token, op) = entry.split_once(':')?;
+            Some((token.parse().ok()?, op.parse().ok()?))
+        })
+        .collect()
 }
 
 #[cfg(test)]

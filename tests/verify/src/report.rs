@@ -13,7 +13,7 @@ use crate::history::{Event, Outcome, Record};
 use crate::nemesis::Counts;
 
 /// Every checker, in report order.
-pub const CHECKERS: [&str; 8] = [
+pub const CHECKERS: [&str; 9] = [
     "registers",
     "exclusion",
     "honesty",
@@ -22,6 +22,7 @@ pub const CHECKERS: [&str; 8] = [
     "jobs",
     "idempotency",
     "http",
+    "guarded",
 ];
 /// Violations shown in full per checker.
 const SHOWN: usize = 3;
@@ -90,15 +91,19 @@ impl Report {
 
     /// A run passes with no violation; a negative control passes when the checkers it
     /// targets fired (unfenced: the registers; nolock: registers, exclusion, honesty and
-    /// jobs, and with one Redis leader, idempotency and http).
+    /// jobs, and with one Redis leader, idempotency and http; both: the guarded registers
+    /// written with plain commands, where a control writes them — one server, Cluster).
     pub fn passed(&self) -> bool {
         let counts = self.counts();
+        let plain = matches!(self.topology, Topology::Single | Topology::Cluster);
+        let guarded_fired = !plain || counts["guarded"] > 0;
         match self.control {
             None => self.violations.is_empty(),
-            Some(Control::Unfenced) => counts["registers"] > 0,
+            Some(Control::Unfenced) => counts["registers"] > 0 && guarded_fired,
             Some(Control::NoLock) => {
                 let one_redis = self.topology != Topology::Redlock;
-                counts["registers"] > 0
+                guarded_fired
+                    && counts["registers"] > 0
                     && counts["exclusion"] > 0
                     && counts["honesty"] > 0
                     && counts["jobs"] > 0
@@ -227,6 +232,13 @@ pub fn print(report: &Report, records: &[Record], replay: &str, dir: &Path) {
             faults.join(" ")
         }
     );
+    let guarded: Vec<String> = crate::check::guarded::outcomes(records)
+        .iter()
+        .map(|(o, n)| format!("{o}={n}"))
+        .collect();
+    if !guarded.is_empty() {
+        println!("verify: guarded writes {}", guarded.join(" "));
+    }
     println!(
         "verify: linearizability searched over {} register accesses ({} in segments too long to search); {} unsafe windows",
         report.linearizability_checked, report.linearizability_unchecked, report.unsafe_windows

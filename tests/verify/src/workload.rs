@@ -14,6 +14,7 @@ use lock_core::{current_lock, scope, LockClient, LockGuard, LockMode, OnLost};
 
 use crate::args::Control;
 use crate::check::FORCE_RELEASE;
+use crate::guarded::{self, Writes};
 use crate::history::{Event, HistoryWriter, Mode, Outcome};
 use crate::hold::{self, error_outcome, NoGuard, Plan};
 use crate::http::{self, ports::Ports};
@@ -48,6 +49,8 @@ pub struct ClientConfig {
     pub family: bool,
     /// Where the processes publish their HTTP servers' ports; none: no HTTP.
     pub ports: Option<Ports>,
+    /// How the guarded registers beside the locks are written.
+    pub guarded: Writes,
 }
 
 /// Gateway tasks per process (each sends one key's requests at a time).
@@ -187,6 +190,7 @@ pub(crate) fn plan(ctx: &Ctx, rng: &mut Rng, writes: Vec<(String, u64)>) -> Plan
         think: rng.millis(Duration::ZERO, think_max(&ctx.config)),
         hold,
         extend: (rng.below(0..10) < 2).then(|| rng.millis(LEASE, LEASE * 2)),
+        guarded: ctx.config.guarded.clone(),
     }
 }
 
@@ -461,6 +465,7 @@ async fn run_abort_on_lost(
             },
         );
         hold::read_modify_write(history, registers, op, name, token, plan.think).await;
+        guarded::under_current(&plan.guarded, history, op, name, token, plan.think).await;
         tokio::time::sleep(plan.hold).await;
         history.log(op, Event::Releasing);
     };

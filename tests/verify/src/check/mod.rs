@@ -13,11 +13,14 @@
 //! * [`idempotency`] (g): each idempotency key's effect completed at most once;
 //! * [`http`] (h): the idempotency layer over HTTP — one effect per key, every `2xx` naming
 //!   it, one stored response replayed, no run after a completion within the retention, and
-//!   no status but the documented ones.
+//!   no status but the documented ones;
+//! * [`guarded`] (i): the registers beside the locks, written by guarded writes — no write
+//!   by a holder that was not current landed.
 //!
 //! The unsafe windows come from the nemesis' faults, and on Sentinel also from the
 //! Sentinels' own view ([`switches`]).
 
+pub mod guarded;
 pub mod http;
 pub mod idempotency;
 pub mod jobs;
