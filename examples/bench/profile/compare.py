@@ -1,34 +1,74 @@
-"""The scripts of this tree beside those of another commit (default: HEAD), per kind of hold,
+"""The protocol of this tree beside that of another commit (default: HEAD), per kind of hold,
 on one private redis-server kept busy (pipe.py): the uncontended cycle on distinct names and
 the contended hand-off (W waiters queued on one name; each cycle the holder releases, handing
-over to the head, and queues again). Prints commands µs and Redis CPU per acquisition (the least of the rounds), the
-calls made inside the scripts, and contended ÷ uncontended. See BENCHMARKS.md.
+over to the head, and queues again). Prints commands µs and Redis CPU per acquisition (the
+least of the rounds), the calls made inside the protocol's calls, and contended ÷
+uncontended. See BENCHMARKS.md.
+
+A commit with lock-core/src/protocol/library.lua is measured as this tree is: its library
+loaded under its own name (FUNCTION LOAD), each operation an FCALL. An older commit, whose
+protocol was assembled scripts, is measured with its own profiler (its resp.py assembles
+them; its cycle.py names the keys), each operation an EVALSHA.
 
     python3 examples/bench/profile/compare.py [--against REV] [--waiters W] [--cycles N] [--rounds R]
 """
 import argparse, importlib.util, os, subprocess, sys, tempfile
-from resp import Conn, start_server, drain
+from resp import Conn, Library, library, start_server, drain, calls, inner
 from pipe import replay
+import cycle
 
-FILES = {'x': ('acquire.lua', 'release.lua'), 's': ('sem_acquire.lua', 'sem_release.lua'),
-         'rw': ('rw_acquire.lua', 'rw_release.lua'), 's3': ('sem_acquire.lua', 'sem_release.lua')}
-KIND = {'x': 'exclusive', 's': 'semaphore (1 permit)', 'rw': 'read-write (writers)',
-        's3': 'semaphore (3 permits)'}
-# The kind whose scripts and keys a mode takes (a semaphore of 3 is a semaphore).
+MODES = ('x', 's', 'rw', 's3')
+TITLE = {'x': 'exclusive', 's': 'semaphore (1 permit)', 'rw': 'read-write (writers)',
+         's3': 'semaphore (3 permits)'}
+# The kind whose functions and keys a mode takes (a semaphore of 3 is a semaphore).
 BASE = {'s3': 's'}
-CAPACITY = {'s': 1, 's3': 3}
-OWNER = 'a3f1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d:%09d'
-INNER_SKIP = ('evalsha', 'config|resetstat', 'info', 'script|load')
+CAPACITY = {'s3': 3}
+LIBRARY = 'lock-core/src/protocol/library.lua'
+# Each waiter asks to stay queued as long as lock-core's client asks: the library's minimum.
+WAITER_TTL = library().const['WAITER_TTL_MIN']
+
+class Functions:
+    """A tree with the library: FCALL of its functions."""
+    stat = 'fcall'
+    def __init__(self, lib):
+        self.lib = lib
+    def label(self, name):
+        return '%s (FCALL %s)' % (name, self.lib.name)
+    def keys(self, mode, name):
+        return cycle.keys(self.lib, mode, name)
+    def load(self, c, mode):
+        """The words before the keys of its acquire and release calls."""
+        self.lib.load(c)
+        op = lambda o: ['FCALL', self.lib.fn(cycle.KIND[mode][1] + o)]
+        return op('acquire'), op('release')
+
+class Scripts:
+    """A tree from before the library: EVALSHA of the scripts its own resp.py assembles."""
+    stat = 'evalsha'
+    FILES = {'x': ('acquire.lua', 'release.lua'), 's': ('sem_acquire.lua', 'sem_release.lua'),
+             'rw': ('rw_acquire.lua', 'rw_release.lua')}
+    def __init__(self, resp, old_cycle):
+        self.resp, self.cycle = resp, old_cycle
+    def label(self, name):
+        return '%s (EVALSHA)' % name
+    def keys(self, mode, name):
+        return self.cycle.keys(mode, name)
+    def load(self, c, mode):
+        srcs = (self.resp.assemble(self.resp.rd(f), mode) for f in self.FILES[mode])
+        return [['EVALSHA', c.cmd('SCRIPT', 'LOAD', s).decode()] for s in srcs]
 
 def tree(rev, root):
-    """The profiler modules and scripts of commit `rev`, as (resp, cycle) modules."""
+    """The protocol of commit `rev` (None: this tree's)."""
     if rev is None:
-        here = os.path.dirname(os.path.abspath(__file__))
-        return load_modules(here, None)
-    out = tempfile.mkdtemp(prefix='distlock-profile-')
-    os.makedirs(out + '/scripts')
+        return Functions(library())
     show = lambda path: subprocess.run(['git', '-C', root, 'show', '%s:%s' % (rev, path)],
                                        check=True, capture_output=True).stdout
+    has = subprocess.run(['git', '-C', root, 'cat-file', '-e', '%s:%s' % (rev, LIBRARY)],
+                         capture_output=True).returncode == 0
+    if has:
+        return Functions(Library(show(LIBRARY).decode()))
+    out = tempfile.mkdtemp(prefix='distlock-profile-')
+    os.makedirs(out + '/scripts')
     for f in ('resp.py', 'cycle.py'):
         open('%s/%s' % (out, f), 'wb').write(show('examples/bench/profile/' + f))
     names = subprocess.run(['git', '-C', root, 'ls-tree', '--name-only', rev, 'lock-core/src/protocol/scripts/'],
@@ -36,68 +76,58 @@ def tree(rev, root):
     for path in names:
         if path.endswith('.lua'):
             open('%s/scripts/%s' % (out, os.path.basename(path)), 'wb').write(show(path))
-    return load_modules(out, out + '/scripts/')
+    return Scripts(*load_modules(out, out + '/scripts/'))
 
 def load_modules(d, scripts):
-    """resp.py and cycle.py of directory `d`, reading the scripts in `scripts` (None: as is)."""
+    """resp.py and cycle.py of directory `d`, reading the scripts in `scripts`."""
     def load(name):
-        spec = importlib.util.spec_from_file_location(name, '%s/%s.py' % (d, name))
+        spec = importlib.util.spec_from_file_location('old_' + name, '%s/%s.py' % (d, name))
         m = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(m)
         return m
     saved = sys.modules.get('resp')
     resp = load('resp')
-    if scripts:
-        resp.SCRIPTS = scripts
-    sys.modules['resp'] = resp  # cycle.py imports it by name
+    resp.SCRIPTS = scripts
+    sys.modules['resp'] = resp  # its cycle.py imports it by name
     try:
-        cycle = load('cycle')
+        old_cycle = load('cycle')
     finally:
         sys.modules['resp'] = saved
-    return resp, cycle
+    return resp, old_cycle
 
-def args_of(mode, i, acquire):
-    o = OWNER % i + (':write' if mode == 'rw' else '')
-    capacity = [CAPACITY[mode]] if mode in CAPACITY else []
-    if acquire:
-        return [30000, o, 'svc\x1fhost\x1f1234\x1freq-1', 6000, 'publish'] + (['write'] if mode == 'rw' else []) + capacity
-    return [o, 30000, 'publish'] + capacity
+def per_acq(st, cpu, n, t):
+    return calls(st, t.stat)[1] / n, cpu * 1e6 / n, inner(st)[0] / n
 
-def inner(st):
-    return sum(v[0] for k, v in st.items() if k not in INNER_SKIP)
-
-def uncontended(port, resp, cycle, mode, n):
+def uncontended(port, t, mode, n):
     c = Conn(port); c.cmd('FLUSHALL')
-    base = BASE.get(mode, mode)
-    a_src, r_src = (resp.assemble(resp.rd(f), base) for f in FILES[mode])
-    a = c.cmd('SCRIPT', 'LOAD', a_src).decode(); r = c.cmd('SCRIPT', 'LOAD', r_src).decode()
+    base, cap = BASE.get(mode, mode), CAPACITY.get(mode, 1)
+    a, r = t.load(c, base)
     def gen():
         for i in range(n):
-            ks = cycle.keys(base, 'n%d' % i)
-            yield ['EVALSHA', a, len(ks)] + ks + args_of(mode, 0, True)
-            yield ['EVALSHA', r, len(ks)] + ks + args_of(mode, 0, False)
+            ks = t.keys(base, 'n%d' % i)
+            yield a + [len(ks)] + ks + cycle.acquire_args(base, 0, WAITER_TTL, cap)
+            yield r + [len(ks)] + ks + cycle.release_args(base, 0, cap)
     st, cpu = replay(port, gen())
     assert c.cmd('DBSIZE') == 0, 'the uncontended cycle left keys'
-    return st['evalsha'][1] / n, cpu * 1e6 / n, inner(st) / n
+    return per_acq(st, cpu, n, t)
 
-def contended(port, resp, cycle, mode, waiters, n):
+def contended(port, t, mode, waiters, n):
     c = Conn(port); c.cmd('FLUSHALL')
-    base = BASE.get(mode, mode)
-    a_src, r_src = (resp.assemble(resp.rd(f), base) for f in FILES[mode])
-    a = c.cmd('SCRIPT', 'LOAD', a_src).decode(); r = c.cmd('SCRIPT', 'LOAD', r_src).decode()
-    ks = cycle.keys(base)
-    A = lambda i: ['EVALSHA', a, len(ks)] + ks + args_of(mode, i, True)
-    R = lambda i: ['EVALSHA', r, len(ks)] + ks + args_of(mode, i, False)
+    base, cap = BASE.get(mode, mode), CAPACITY.get(mode, 1)
+    a, r = t.load(c, base)
+    ks = t.keys(base, 'L')
+    A = lambda i: a + [len(ks)] + ks + cycle.acquire_args(base, i, WAITER_TTL, cap)
+    R = lambda i: r + [len(ks)] + ks + cycle.release_args(base, i, cap)
     for x in c.pipe([A(i) for i in range(waiters + 1)]):
         if isinstance(x, Exception): raise x
     def gen():
         for i in range(n):
             yield R(i); yield A(i + waiters + 1)
     st, cpu = replay(port, gen())
-    holder = OWNER % n + (':write' if mode == 'rw' else '')
+    holder = cycle.owner(base, n)
     held = c.cmd('ZSCORE', ks[0], holder) if base == 's' else c.cmd('HGET', ks[0], holder)
     assert held is not None, 'the chain of hand-offs broke'
-    return st['evalsha'][1] / n, cpu * 1e6 / n, inner(st) / n
+    return per_acq(st, cpu, n, t)
 
 def main():
     p = argparse.ArgumentParser()
@@ -108,29 +138,32 @@ def main():
     trees = {o.against: tree(o.against, root), 'this tree': tree(None, root)}
     server, port = start_server(pinned=True)
     # Two processes waiting, as two clients would listen: on the channels every grant of a
-    # name went to before grants had a channel per client (both hear each grant there),
-    # and on each client's own grants channel (the waiters' client hears each grant).
-    shared = ('distlock__grant:{lk:L}', 'distlock__semaphore:{lk:L}')
-    own = ['distlock__grant:{lk:L}:' + client for client in (OWNER.split(':')[0], 'another-client')]
+    # name went to before grants had a channel per client (both hear each grant there), and
+    # on each client's own grants channel (the waiters' client hears each grant). The names
+    # are this tree's library's; the older trees' are the same.
+    const = trees['this tree'].lib.const
+    shared = [const[c] + '{lk:L}' for c in ('GRANTS_PREFIX', 'SEMAPHORE_CHANNEL')]
+    own = [const['GRANTS_PREFIX'] + '{lk:L}:' + client
+           for client in (cycle.OWNER.split(':')[0], 'another-client')]
     subs = [drain(port, ch) for ch in shared for _ in range(2)] + [drain(port, ch) for ch in own]
     try:
         res = {}
         for _ in range(o.rounds):
-            for mode in FILES:
-                for name, (resp, cycle) in trees.items():
-                    res.setdefault((name, mode, 'u'), []).append(uncontended(port, resp, cycle, mode, o.cycles))
-                    res.setdefault((name, mode, 'c'), []).append(contended(port, resp, cycle, mode, o.waiters, o.cycles))
+            for mode in MODES:
+                for name, t in trees.items():
+                    res.setdefault((name, mode, 'u'), []).append(uncontended(port, t, mode, o.cycles))
+                    res.setdefault((name, mode, 'c'), []).append(contended(port, t, mode, o.waiters, o.cycles))
         # The least disturbed round: on a shared VM the noise only ever adds time.
-        med = lambda xs, j: min(x[j] for x in xs)
+        least = lambda xs, j: min(x[j] for x in xs)
         print('load: %s; %d waiters, %d cycles, the least of %d rounds' % (open('/proc/loadavg').read().split()[:3], o.waiters, o.cycles, o.rounds))
-        print('\n| kind | scripts | uncontended µs/cycle (cpu) | calls | contended µs/acq (cpu) | calls | contended ÷ uncontended (cpu) |')
+        print('\n| kind | protocol | uncontended µs/cycle (cpu) | calls | contended µs/acq (cpu) | calls | contended ÷ uncontended (cpu) |')
         print('|---|---|---:|---:|---:|---:|---:|')
-        for mode in FILES:
-            for name in trees:
+        for mode in MODES:
+            for name, t in trees.items():
                 u, c = res[(name, mode, 'u')], res[(name, mode, 'c')]
                 print('| %s | %s | %.1f (%.1f) | %.0f | %.1f (%.1f) | %.0f | %.2f (%.2f) |' % (
-                    KIND[mode], name, med(u, 0), med(u, 1), med(u, 2), med(c, 0), med(c, 1), med(c, 2),
-                    med(c, 0) / med(u, 0), med(c, 1) / med(u, 1)))
+                    TITLE[mode], t.label(name), least(u, 0), least(u, 1), least(u, 2), least(c, 0), least(c, 1), least(c, 2),
+                    least(c, 0) / least(u, 0), least(c, 1) / least(u, 1)))
     finally:
         for s in subs: s.s.close()
         server.kill()

@@ -1,42 +1,46 @@
 # Steady contended hand-off: N waiters queued; each cycle: holder releases (hand-off to head),
-# then the old holder acquires again (busy: queued at the tail). 2 EVALSHA per acquisition.
-import sys, time
+# then the old holder acquires again (busy: queued at the tail). 2 FCALL per acquisition.
+import re
 from resp import *
-def keys(mode, name='L'):
-    k = 'lk:' + name
-    q = {'x': 'distlock__wait:', 'rw': 'distlock__rwwait:', 's': 'distlock__semwait:'}[mode]
-    ks = [k, q + '{' + k + '}']
-    if mode == 's': ks.append('distlock__holders:{' + k + '}')
-    return ks
+# Each kind as the profiler takes it: lock-core's LockMode variant, its functions' prefix
+# in the library, the library's constant naming its release channel.
+KIND = {'x': ('Exclusive', '', 'LOCK_CHANNEL'), 'rw': ('Write', 'rw_', 'RW_CHANNEL'),
+        's': ('Permit', 'sem_', 'SEMAPHORE_CHANNEL')}
+QUEUE, SUFFIX = lock_mode('queue_prefix'), lock_mode('owner_suffix')
 META = 'svc\x1fhost\x1f1234\x1freq-1'
-def run(mode, acq_src, rel_src, waiters, cycles, port, subs=2, side='write'):
+OWNER = 'a3f1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d:%09d'
+LEASE_MS = 30000
+def keys(lib, mode, name='L'):
+    """The keys of lock `lk:<name>`, in the order `lib`'s functions take them."""
+    k = 'lk:' + name
+    ks = [k, QUEUE[KIND[mode][0]] + '{' + k + '}']
+    if mode == 's': ks.append(lib.const['HOLDERS_PREFIX'] + '{' + k + '}')
+    return ks
+def owner(mode, i):
+    return OWNER % i + SUFFIX[KIND[mode][0]]
+def acquire_args(mode, i, waiter_ttl_ms, capacity=1):
+    """ACQUIRE's arguments (the first lines of `acquire`, `rw_acquire`, `sem_acquire`)."""
+    side = ['write'] if mode == 'rw' else []
+    return [LEASE_MS, owner(mode, i), META, waiter_ttl_ms, 'publish'] + side + ([capacity] if mode == 's' else [])
+def release_args(mode, i, capacity=1):
+    return [owner(mode, i), LEASE_MS, 'publish'] + ([capacity] if mode == 's' else [])
+def fcall(lib, mode, op, ks, args):
+    return ['FCALL', lib.fn(KIND[mode][1] + op), len(ks)] + ks + args
+def run(lib, mode, waiters, cycles, port, subs=2):
     c = Conn(port)
-    c.cmd('FLUSHALL')
-    acq = c.cmd('SCRIPT', 'LOAD', acq_src).decode(); rel = c.cmd('SCRIPT', 'LOAD', rel_src).decode()
-    ks = keys(mode)
-    chan = MODES[mode][2] + '{' + ks[0] + '}'
+    c.cmd('FLUSHALL'); lib.load(c)
+    ks = keys(lib, mode)
+    chan = lib.const[KIND[mode][2]] + '{' + ks[0] + '}'
     subc = [drain(port, chan) for _ in range(subs)]
-    def owner(i):
-        o = 'a3f1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d:%09d' % i
-        return o + ':write' if mode == 'rw' and side == 'write' else o
-    def A(i):
-        args = [30000, owner(i), META, 60000, 'publish']
-        if mode == 'rw': args.append(side)
-        if mode == 's': args.append(1)
-        return ['EVALSHA', acq, len(ks)] + ks + args
-    def R(i):
-        args = [owner(i), 30000, 'publish']
-        if mode == 's': args.append(1)
-        return ['EVALSHA', rel, len(ks)] + ks + args
+    A = lambda i: fcall(lib, mode, 'acquire', ks, acquire_args(mode, i, 60000))
+    R = lambda i: fcall(lib, mode, 'release', ks, release_args(mode, i))
     # holder 0, waiters 1..N
     for r in c.pipe([A(i) for i in range(waiters + 1)]):
         if isinstance(r, Exception): raise r
     c.cmd('CONFIG', 'SET', 'slowlog-log-slower-than', '0'); c.cmd('CONFIG', 'SET', 'slowlog-max-len', str(2 * cycles + 100)); c.cmd('SLOWLOG', 'RESET')
     c.cmd('CONFIG', 'RESETSTAT')
     cpu0 = cpu(c)
-    holder, batch = 0, 200
-    done = 0; t0 = time.time()
-    nxt = [(i % (waiters + 1)) for i in range(cycles)]
+    batch = 200
     cmds = []
     for i in range(cycles):
         cmds.append(R(i)); cmds.append(A(i + waiters + 1))
@@ -47,26 +51,24 @@ def run(mode, acq_src, rel_src, waiters, cycles, port, subs=2, side='write'):
     if cmds:
         for r in c.pipe(cmds):
             if isinstance(r, Exception): raise r
-    assert st_check(c, ks, owner(cycles)), 'holder is not the expected owner'
+    assert c.cmd('EXISTS', ks[0]) == 1, 'the lock is not held after the cycles'
     st = commandstats(c); cpu1 = cpu(c)
-    ev = st.get('evalsha', (0, 0))
-    inner = sum(v[0] for k, v in st.items() if k not in ('evalsha', 'config', 'info', 'script')) 
-    innerus = sum(v[1] for k, v in st.items() if k not in ('evalsha', 'config', 'info', 'script'))
-    res = dict(us_call=ev[1] / max(ev[0], 1), us_acq=ev[1] / cycles, inner_per_acq=inner / cycles,
-               inner_us_acq=innerus / cycles, cpu_us_acq=(cpu1 - cpu0) * 1e6 / cycles, dbsize=c.cmd('DBSIZE'))
+    fc, ins = calls(st, 'fcall'), inner(st)
+    res = dict(us_call=fc[1] / max(fc[0], 1), us_acq=fc[1] / cycles, inner_per_acq=ins[0] / cycles,
+               inner_us_acq=ins[1] / cycles, cpu_us_acq=(cpu1 - cpu0) * 1e6 / cycles, dbsize=c.cmd('DBSIZE'))
     for s in subc: s.s.close()
-    log = c.cmd('SLOWLOG', 'GET', str(2 * cycles + 100))
-    per = {}
-    for e in log:
-        a = e[3]
-        if a[0].lower() == b'evalsha':
-            per.setdefault(a[1].decode(), []).append(e[2])
+    per = slowlog(c, 2 * cycles + 100)
     med = lambda xs: sorted(xs)[len(xs) // 2] if xs else 0
-    res['med_acq'] = med(per.get(acq, [])); res['med_rel'] = med(per.get(rel, []))
-    c.cmd('CONFIG', 'SET', 'slowlog-log-slower-than', '10000'); c.cmd('SLOWLOG', 'RESET')
+    res['med_acq'] = med(per.get(A(0)[1], [])); res['med_rel'] = med(per.get(R(0)[1], []))
     return res, st
-def st_check(c, ks, o):
-    return c.cmd('EXISTS', ks[0]) == 1
+def slowlog(c, n):
+    """µs of each FCALL in the slow log, by function; logging set back to slow calls only."""
+    per = {}
+    for e in c.cmd('SLOWLOG', 'GET', str(n)):
+        if e[3][0].lower() == b'fcall':
+            per.setdefault(e[3][1].decode(), []).append(e[2])
+    c.cmd('CONFIG', 'SET', 'slowlog-log-slower-than', '10000'); c.cmd('SLOWLOG', 'RESET')
+    return per
 def cpu(c):
     info = c.cmd('INFO', 'cpu').decode()
     s = float(re.search(r'used_cpu_sys:([\d.]+)', info).group(1)); u = float(re.search(r'used_cpu_user:([\d.]+)', info).group(1))
@@ -75,7 +77,7 @@ if __name__ == '__main__':
     p, port = start_server()
     try:
         for w in (4, 64, 512):
-            r, st = run('x', assemble(rd('acquire.lua'), 'x'), assemble(rd('release.lua'), 'x'), w, 20000, port)
+            r, st = run(library(), 'x', w, 20000, port)
             print('x', w, {k: round(v, 2) if isinstance(v, float) else v for k, v in r.items()})
         for k, v in sorted(st.items()): print('  ', k, v, round(v[1] / v[0], 2))
     finally:

@@ -1,5 +1,13 @@
-import socket, subprocess, time, os, threading, re, sys
-SCRIPTS = os.environ.get('DISTLOCK_SCRIPTS', os.path.join(os.path.dirname(os.path.abspath(__file__)), '../../../lock-core/src/protocol/scripts/'))
+"""The profiler's plumbing: a RESP client, a private redis-server, Redis' counters, and
+distlock's Redis Functions library as lock-core loads it (library.lua, as it is)."""
+import socket, subprocess, time, os, threading, re
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '../../..')
+LIBRARY = os.path.join(ROOT, 'lock-core/src/protocol/library.lua')
+# What lock-core calls each kind's queue and a writer's owner: read from its Rust source
+# (LockMode's `queue_prefix` and `owner_suffix`), the one place they are spelled.
+KINDS = os.path.join(ROOT, 'lock-core/src/protocol/kind/mod.rs')
+
 def enc(*args):
     out = [b'*%d\r\n' % len(args)]
     for a in args:
@@ -49,94 +57,50 @@ def start_server(pinned=False):
         try: Conn(port).cmd('PING'); return p, port
         except Exception: time.sleep(0.05)
     raise RuntimeError('no server')
-def rd(name): return open(SCRIPTS + name).read()
-MODES = {'x': ('key, queue, fence', 'holders', 'redisson_lock__channel:', 'distlock__grant:'),
-         'rw': ('key, queue, fence', 'holders', 'redisson_rwlock:', 'distlock__grant:'),
-         's': ('key, queue, holders', 'fence', 'distlock__semaphore:', 'distlock__grant:')}
-# The arguments each script reads, by the first word of its header comment, in the order of
-# lock-core's kind files (protocol/kind/*.rs): the header binds them to Lua locals.
-ARGS = {'ACQUIRE': 'lease_ms owner meta waiter_ttl_ms publish', 'RELEASE': 'owner lease_ms publish meta',
-        'RW_ACQUIRE': 'lease_ms owner meta waiter_ttl_ms publish side', 'RW_RELEASE': 'owner lease_ms publish meta',
-        'SEM_ACQUIRE': 'lease_ms owner meta waiter_ttl_ms publish capacity',
-        'SEM_RELEASE': 'owner lease_ms publish capacity meta'}
-def header(mode, body=''):
-    """As lock-core's protocol/scripts.rs `header`: keys and arguments as named locals, constants."""
-    names, absent, chan, grants = MODES[mode]
-    first = re.match(r'-- (\w+):', body)
-    args = ARGS.get(first.group(1), '').split() if first else []
-    argv = ('local %s = %s\n' % (', '.join(args), ', '.join('ARGV[%d]' % (i + 1) for i in range(len(args))))) if args else ''
-    return (f"local {names} = KEYS[1], KEYS[2], KEYS[3]\nlocal {absent} = nil\n{argv}"
-            "local HOLDER_FIELD = 'distlock:holder'\nlocal LIVE_BASE = 9000000000000000\nlocal WAITER_TTL_MIN = 6000\nlocal HOLDERS_PREFIX = 'distlock__holders:'\n"
-            f"local CHANNEL_PREFIX = '{chan}'\nlocal GRANTS_PREFIX = '{grants}'\nlocal GRANT_PREFIX = 'distlock:grant:'\n"
-            "local RELEASE_MESSAGE = '0'\nlocal WRITE_RELEASE_MESSAGE = '1'\n")
-def helpers(prelude):
-    """The `local function`s of a prelude, in order: (name, text)."""
-    out, name, lines = [], None, []
-    for line in prelude.splitlines(keepends=True):
-        if line.startswith('local function '):
-            name, lines = line[len('local function '):].split('(')[0], [line]
-        elif name:
-            lines.append(line)
-            if line.rstrip() == 'end':
-                out.append((name, ''.join(lines))); name = None
-    return out
-def calls(code, name):
-    return re.search(r'(?<![A-Za-z0-9_])%s\(' % re.escape(name), code) is not None
-def link(hs, code, defined):
-    """As lock-core's protocol/scripts.rs `link`: the helpers not yet defined that the code
-    calls, and theirs."""
-    needed = [calls(code, n) for n, _ in hs]
-    for i in range(len(hs) - 1, -1, -1):
-        if needed[i]:
-            for j in range(i):
-                needed[j] = needed[j] or calls(hs[i][1], hs[j][0])
-    out = ''
-    for i, ((n, t), k) in enumerate(zip(hs, needed)):
-        if k and not defined[i]:
-            out += t; defined[i] = True
-    return out
-def assemble(body, mode):
-    """As lock-core's `assemble`: each `-- @prelude` marker defines the helpers first called
-    between it and the next."""
-    hs = helpers(rd('prelude.lua') + {'x': '', 'rw': rd('rw_prelude.lua'), 's': rd('sem_prelude.lua')}[mode])
-    defined = [False] * len(hs)
-    parts = body.split('-- @prelude')
-    out = header(mode, body) + parts[0]
-    for seg in parts[1:]:
-        scope, code = seg.split('\n', 1)
-        outside = list(defined) if scope == ': this block' else None
-        out += link(hs, code, defined) + code
-        defined = outside if outside is not None else defined
-    return inline(out, snippets(rd('prelude.lua')))
-def snippets(prelude):
-    """As lock-core's `snippets`: name -> code lines of each `-- @snippet` of `prelude`."""
-    out, lines = {}, iter(prelude.split('\n'))
-    for line in lines:
-        if line.startswith('-- @snippet '):
-            name = re.split('[: ]', line[len('-- @snippet '):])[0]
-            code = []
-            for l in lines:
-                if l == '-- @end': break
-                if code or not l.startswith('--'): code.append(l)
-            out[name] = code
-    return out
-def inline(script, snippets):
-    """As lock-core's `inline`: each `-- @inline <name>` line becomes that snippet."""
-    out = []
-    for line in script.split('\n'):
-        code = line.lstrip()
-        if code.startswith('-- @inline '):
-            indent = line[:len(line) - len(code)]
-            out += [indent + l for l in snippets[code[len('-- @inline '):].strip()]]
-        else:
-            out.append(line)
-    return '\n'.join(out)
+
+class Library:
+    """A Redis Functions library's source, as FUNCTION LOAD takes it: its name (first line)
+    and its constants (`local NAME = 'text'` or a number, at the start of a line)."""
+    def __init__(self, source):
+        self.source = source
+        self.name = re.match(r'#!lua name=(\S+)', source).group(1)
+        self.const = {n: int(num) if num else v for n, v, num in
+                      re.findall(r"^local ([A-Z_]+) = (?:'([^']*)'|(\d+))$", source, re.M)}
+    def load(self, c):
+        """Loads it (again: another text under the same name is replaced)."""
+        c.cmd('FUNCTION', 'LOAD', 'REPLACE', self.source)
+    def fn(self, name):
+        """A function's registered name: its version's PREFIX and `name`."""
+        return self.const['PREFIX'] + name
+def library(path=LIBRARY):
+    return Library(open(path).read())
+
+def lock_mode(method, path=KINDS):
+    """`LockMode::<method>`'s answer per variant, from its `match` in lock-core."""
+    text = open(path).read()
+    body = text[text.index('fn %s(' % method):]
+    body = body[:body.index('\n    }\n')]
+    return {v: s for arm, s in re.findall(r'((?:Self::\w+(?: \| )?)+) => "([^"]*)"', body)
+            for v in re.findall(r'Self::(\w+)', arm)}
+
 def commandstats(c):
     info = c.cmd('INFO', 'commandstats').decode()
     out = {}
     for m in re.finditer(r'cmdstat_(\S+):calls=(\d+),usec=(\d+)', info):
         out[m.group(1)] = (int(m.group(2)), int(m.group(3)))
     return out
+# The commands a client sends (the calls of the protocol and the profiler's own admin):
+# the rest ran inside a function or script.
+SENT = ('fcall', 'fcall_ro', 'function', 'evalsha', 'eval', 'script', 'config', 'info', 'slowlog')
+def calls(st, name):
+    """(calls, µs) of the protocol's calls named `name` ('fcall': FCALL and FCALL_RO)."""
+    names = ('fcall', 'fcall_ro') if name == 'fcall' else (name,)
+    got = [st.get(n, (0, 0)) for n in names]
+    return sum(g[0] for g in got), sum(g[1] for g in got)
+def inner(st):
+    """(calls, µs) of the commands run inside functions or scripts."""
+    got = [v for k, v in st.items() if k.split('|')[0] not in SENT]
+    return sum(g[0] for g in got), sum(g[1] for g in got)
 def drain(port, channel, pattern=False):
     c = Conn(port)
     c.s.sendall(enc('PSUBSCRIBE' if pattern else 'SUBSCRIBE', channel))

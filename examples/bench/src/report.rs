@@ -27,7 +27,7 @@ const RATIO: &[&str] = &[
     "wait p50 µs",
     "wait p99 µs",
     "req/s",
-    "EVALSHA/tick",
+    "Lua calls/tick",
     "Redis µs/cycle",
 ];
 

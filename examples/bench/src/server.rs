@@ -52,6 +52,7 @@ const SENT: &[&str] = &[
     "eval",
     "evalsha_ro",
     "fcall",
+    "fcall_ro",
     "script",
     "function",
     "subscribe",
@@ -60,6 +61,18 @@ const SENT: &[&str] = &[
     "client",
     "hello",
     "select",
+];
+
+/// The commands that run Lua: distlock's calls of its library's functions (`FCALL`,
+/// `FCALL_RO`) and the peers' scripts (`EVALSHA`, `EVAL`: Redisson's, the hand-written
+/// baseline's, rslock's). Each library uses one kind, so their sum counts either.
+const LUA: &[&str] = &[
+    "fcall",
+    "fcall_ro",
+    "evalsha",
+    "eval",
+    "evalsha_ro",
+    "eval_ro",
 ];
 
 /// Calls per command since the last reset (the bench's own `info`/`config` left out).
@@ -94,8 +107,11 @@ impl CmdStats {
             .map(|(_, v)| *v)
     }
 
-    pub fn get(&self, name: &str) -> u64 {
-        self.0.get(name).map_or(0, |(calls, _)| *calls)
+    /// `(calls, µs)` of the commands that ran Lua (see `LUA`).
+    pub fn lua(&self) -> (u64, u64) {
+        LUA.iter()
+            .filter_map(|name| self.0.get(*name))
+            .fold((0, 0), |(c, u), (calls, usec)| (c + calls, u + usec))
     }
 }
 

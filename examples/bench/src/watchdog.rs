@@ -11,13 +11,13 @@ use crate::scenarios::{Metrics, Sizes};
 use crate::server::{Admin, CmdStats};
 
 /// Watches Redis for `window`, sampling every 20 ms: answers the counts and the number of
-/// renewal bursts (a sample with new EVALSHA calls after a quiet one).
+/// renewal bursts (a sample with new Lua calls — FCALL or EVALSHA — after a quiet one).
 async fn observe(admin: &Admin, window: Duration) -> (CmdStats, f64) {
     let end = Instant::now() + window;
     let (mut last, mut busy, mut bursts) = (0, false, 0.0);
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let n = admin.commandstats().await.get("evalsha");
+        let (n, _) = admin.commandstats().await.lua();
         if n > last && !busy {
             bursts += 1.0;
         }
@@ -38,12 +38,13 @@ struct Observed {
 
 fn per_tick(o: &Observed) -> Metrics {
     let (stats, ticks) = (&o.stats, o.ticks);
-    let evalsha = stats.get("evalsha") as f64;
+    // distlock's FCALL of `renew`, the peers' EVALSHA of their extend scripts.
+    let lua = stats.lua().0 as f64;
     vec![
         ("ticks", ticks),
         ("bursts seen", o.bursts),
-        ("EVALSHA/s", evalsha / o.secs),
-        ("EVALSHA/tick", evalsha / ticks),
+        ("Lua calls/s", lua / o.secs),
+        ("Lua calls/tick", lua / ticks),
         ("flights/tick", o.flights_per_tick),
         ("all cmds/tick", stats.total() as f64 / ticks),
         ("held at end", o.held),
@@ -76,7 +77,7 @@ pub async fn watchdog(lib: Lib, url: &str, admin: &Admin, s: &Sizes, run: usize)
             admin.reset_stats().await;
             let (stats, bursts) = observe(admin, window).await;
             let held = guards.iter().filter(|g| g.is_held()).count() as f64;
-            // One tick = one burst of ⌈locks/512⌉ batch scripts sent together.
+            // One tick = one burst of ⌈locks/512⌉ batch renewals sent together.
             let out = per_tick(&Observed {
                 stats,
                 bursts,

@@ -84,8 +84,9 @@ impl Drop for Worker {
 /// What Redis did during a point.
 struct Redis {
     usec: f64,
-    evalsha_calls: f64,
-    evalsha_usec: f64,
+    /// distlock's FCALL/FCALL_RO, the peers' EVALSHA (see `CmdStats::lua`).
+    lua_calls: f64,
+    lua_usec: f64,
     cpu_us: f64,
 }
 
@@ -110,11 +111,11 @@ async fn used_memory(admin: &Admin) -> f64 {
 
 async fn redis_since(admin: &Admin, cpu0: f64, lib: Lib) -> Redis {
     let stats = admin.commandstats().await;
-    let evalsha = stats.0.get("evalsha").copied().unwrap_or((0, 0));
+    let (lua_calls, lua_usec) = stats.lua();
     Redis {
         usec: stats.usec(lib == Lib::Baseline) as f64,
-        evalsha_calls: evalsha.0 as f64,
-        evalsha_usec: evalsha.1 as f64,
+        lua_calls: lua_calls as f64,
+        lua_usec: lua_usec as f64,
         cpu_us: used_cpu(admin).await - cpu0,
     }
 }
@@ -124,7 +125,7 @@ struct Contended {
     per_sec: f64,
     least: f64,
     most: f64,
-    evalsha_us: f64,
+    lua_us: f64,
     calls_per_acq: f64,
     usec_per_acq: f64,
     cpu_per_acq: f64,
@@ -189,8 +190,8 @@ async fn contended(
         per_sec: window / secs,
         least,
         most,
-        evalsha_us: redis.evalsha_usec / redis.evalsha_calls.max(1.0),
-        calls_per_acq: redis.evalsha_calls / total,
+        lua_us: redis.lua_usec / redis.lua_calls.max(1.0),
+        calls_per_acq: redis.lua_calls / total,
         usec_per_acq: redis.usec / total,
         cpu_per_acq: redis.cpu_us / total,
         kb_per_waiter: (rss_mid - rss0) / (procs * per) as f64,
@@ -279,7 +280,10 @@ pub async fn parent(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "\n### Waiters on one name ({} processes, {secs} s per point, libraries in turn)\n",
         args.procs
     );
-    println!("| waiters | who | acquisitions/s | least / most per task | EVALSHA µs/call | EVALSHA/acq | Redis µs/acq (commandstats) | Redis µs/acq (used_cpu) | client kB/waiter | keys mid-run | keys left |");
+    println!(
+        "Lua calls: distlock's FCALL of its functions, the peers' EVALSHA of their scripts.\n"
+    );
+    println!("| waiters | who | acquisitions/s | least / most per task | Lua µs/call | Lua calls/acq | Redis µs/acq (commandstats) | Redis µs/acq (used_cpu) | client kB/waiter | keys mid-run | keys left |");
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut by_lib: Vec<(Lib, Vec<(f64, Contended)>)> =
         contenders.iter().map(|&l| (l, Vec::new())).collect();
@@ -293,7 +297,7 @@ pub async fn parent(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                         c.per_sec,
                         c.least,
                         c.most,
-                        c.evalsha_us,
+                        c.lua_us,
                         c.calls_per_acq,
                         c.usec_per_acq,
                         c.cpu_per_acq,
