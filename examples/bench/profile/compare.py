@@ -2,8 +2,8 @@
 on one private redis-server kept busy (pipe.py): the uncontended cycle on distinct names and
 the contended hand-off (W waiters queued on one name; each cycle the holder releases, handing
 over to the head, and queues again). Prints commands µs and Redis CPU per acquisition (the
-least of the rounds), the calls made inside the protocol's calls, and contended ÷
-uncontended. See BENCHMARKS.md.
+least of the rounds), the calls made inside the protocol's calls, contended ÷ uncontended,
+and a contended cycle's two calls apart (SLOWLOG medians of a sample). See BENCHMARKS.md.
 
 A commit with lock-core/src/protocol/library.lua is measured as this tree is: its library
 loaded under its own name (FUNCTION LOAD), each operation an FCALL. An older commit, whose
@@ -26,6 +26,8 @@ CAPACITY = {'s3': 3}
 LIBRARY = 'lock-core/src/protocol/library.lua'
 # Each waiter asks to stay queued as long as lock-core's client asks: the library's minimum.
 WAITER_TTL = library().const['WAITER_TTL_MIN']
+# Contended cycles whose every call is logged, for the medians of its two calls.
+SAMPLE = 3000
 
 class Functions:
     """A tree with the library: FCALL of its functions."""
@@ -112,6 +114,9 @@ def uncontended(port, t, mode, n):
     return per_acq(st, cpu, n, t)
 
 def contended(port, t, mode, waiters, n):
+    """As `per_acq`, then the median µs of a hand-off (release) and of a busy acquire, from
+    SLOWLOG on SAMPLE more cycles (it logs every call, those inside functions and scripts
+    too)."""
     c = Conn(port); c.cmd('FLUSHALL')
     base, cap = BASE.get(mode, mode), CAPACITY.get(mode, 1)
     a, r = t.load(c, base)
@@ -120,14 +125,24 @@ def contended(port, t, mode, waiters, n):
     R = lambda i: r + [len(ks)] + ks + cycle.release_args(base, i, cap)
     for x in c.pipe([A(i) for i in range(waiters + 1)]):
         if isinstance(x, Exception): raise x
-    def gen():
-        for i in range(n):
+    def cycles(first, last):
+        for i in range(first, last):
             yield R(i); yield A(i + waiters + 1)
-    st, cpu = replay(port, gen())
-    holder = cycle.owner(base, n)
+    st, cpu = replay(port, cycles(0, n))
+    k = min(n, SAMPLE)
+    c.cmd('CONFIG', 'SET', 'slowlog-max-len', str(40 * k)); c.cmd('SLOWLOG', 'RESET')
+    c.cmd('CONFIG', 'SET', 'slowlog-log-slower-than', '0')
+    replay(port, cycles(n, n + k))
+    c.cmd('CONFIG', 'SET', 'slowlog-log-slower-than', '10000')
+    per = {}
+    for e in c.cmd('SLOWLOG', 'GET', str(40 * k)):
+        per.setdefault((e[3][0].lower(), tuple(e[3][1:2])), []).append(e[2])
+    c.cmd('SLOWLOG', 'RESET')
+    med = lambda words: sorted(per[(words[0].lower().encode(), (words[1].encode(),))])[k // 2]
+    holder = cycle.owner(base, n + k)
     held = c.cmd('ZSCORE', ks[0], holder) if base == 's' else c.cmd('HGET', ks[0], holder)
     assert held is not None, 'the chain of hand-offs broke'
-    return per_acq(st, cpu, n, t)
+    return per_acq(st, cpu, n, t) + (med(r), med(a))
 
 def main():
     p = argparse.ArgumentParser()
@@ -156,14 +171,14 @@ def main():
         # The least disturbed round: on a shared VM the noise only ever adds time.
         least = lambda xs, j: min(x[j] for x in xs)
         print('load: %s; %d waiters, %d cycles, the least of %d rounds' % (open('/proc/loadavg').read().split()[:3], o.waiters, o.cycles, o.rounds))
-        print('\n| kind | protocol | uncontended µs/cycle (cpu) | calls | contended µs/acq (cpu) | calls | contended ÷ uncontended (cpu) |')
-        print('|---|---|---:|---:|---:|---:|---:|')
+        print('\n| kind | protocol | uncontended µs/cycle (cpu) | calls | contended µs/acq (cpu) | calls | contended ÷ uncontended (cpu) | hand-off µs, median | busy acquire µs, median |')
+        print('|---|---|---:|---:|---:|---:|---:|---:|---:|')
         for mode in MODES:
             for name, t in trees.items():
                 u, c = res[(name, mode, 'u')], res[(name, mode, 'c')]
-                print('| %s | %s | %.1f (%.1f) | %.0f | %.1f (%.1f) | %.0f | %.2f (%.2f) |' % (
+                print('| %s | %s | %.1f (%.1f) | %.0f | %.1f (%.1f) | %.0f | %.2f (%.2f) | %d | %d |' % (
                     TITLE[mode], t.label(name), least(u, 0), least(u, 1), least(u, 2), least(c, 0), least(c, 1), least(c, 2),
-                    least(c, 0) / least(u, 0), least(c, 1) / least(u, 1)))
+                    least(c, 0) / least(u, 0), least(c, 1) / least(u, 1), least(c, 3), least(c, 4)))
     finally:
         for s in subs: s.s.close()
         server.kill()
