@@ -251,5 +251,5 @@ mod tests {
     }
 
     /// The SHA-256 of `library.lua` at version 1.
-    const PINNED_DIGEST: &str = "";
+    const PINNED_DIGEST: &str = "cc633e63c404f57f35982a7b63eb58fbec39a96e09025024d233af2df8726548";
 }
