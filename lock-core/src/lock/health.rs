@@ -10,8 +10,10 @@ use crate::protocol::name::LockName;
 
 /// While Redis stays unreachable, the warning is repeated at most this often.
 const WARN_EVERY: Duration = Duration::from_secs(60);
-/// While Redis is known to be down, one acquisition in this long goes to Redis as a probe
-/// (so is every `ping()`); the others fail at once instead of each waiting its timeout.
+/// Redis is known to be down once every call failed for this long, with no answer between
+/// (one failed call is no outage: a slow answer on a busy machine, a Redlock node's 50 ms).
+/// Then one acquisition in this long after the last failure goes to Redis as a probe (so
+/// does every `ping()`); the others fail at once instead of each waiting its timeout.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// What the calls of one client have shown about Redis.
@@ -25,7 +27,7 @@ struct State {
     /// Since when every call failed as an outage; `None` while Redis answers.
     down_since: Option<Instant>,
     last_warning: Option<Instant>,
-    /// While down: when the next acquisition may try Redis.
+    /// While down: when the next acquisition may try Redis (a second after the last failure).
     next_probe: Option<Instant>,
 }
 
@@ -60,7 +62,7 @@ impl Health {
         let now = Instant::now();
         let mut state = self.state();
         let since = *state.down_since.get_or_insert(now);
-        state.next_probe.get_or_insert(now + PROBE_EVERY);
+        state.next_probe = Some(now + PROBE_EVERY);
         if state.last_warning.is_some_and(|at| now < at + WARN_EVERY) && since != now {
             return;
         }
@@ -75,9 +77,9 @@ impl Health {
         self.state().down_since.is_none()
     }
 
-    /// Lets an acquisition of `name` go to Redis: always while Redis answers; while it is
-    /// known to be down, only one every [`PROBE_EVERY`] (whose answer shows whether it is
-    /// back).
+    /// Lets an acquisition of `name` go to Redis: always, unless Redis is known to be down
+    /// (every call failed for [`PROBE_EVERY`]); then only one a [`PROBE_EVERY`] after the
+    /// last failure (whose answer shows whether it is back).
     ///
     /// # Errors
     /// [`LockError::Unavailable`] at once for the others: each would wait its timeout for
@@ -85,10 +87,10 @@ impl Health {
     pub(crate) fn admit(&self, name: &LockName) -> Result<(), LockError> {
         let now = Instant::now();
         let mut state = self.state();
-        if state.down_since.is_none() {
+        let Some(since) = state.down_since else {
             return Ok(());
-        }
-        if state.next_probe.is_none_or(|at| now >= at) {
+        };
+        if now < since + PROBE_EVERY || state.next_probe.is_none_or(|at| now >= at) {
             state.next_probe = Some(now + PROBE_EVERY);
             return Ok(());
         }
@@ -140,6 +142,11 @@ mod tests {
         let (health, name) = (Health::default(), LockName::from("x"));
         health.admit(&name).unwrap();
         health.observe(&[outage()]);
+        health
+            .admit(&name)
+            .expect("one failed call is no known outage");
+        health.observe(&[outage()]);
+        health.state().down_since = Some(Instant::now() - PROBE_EVERY);
         let refused = health.admit(&name).unwrap_err();
         assert!(refused.is_unavailable(), "{refused}");
         health.state().next_probe = Some(Instant::now());
