@@ -34,7 +34,10 @@ where
     let deadline = Instant::now() + GENEROUS;
     loop {
         match acquire().await {
-            Err(e) if e.is_unavailable() && Instant::now() < deadline => {}
+            // Shortly: while no node answered for a second, the client refuses at once.
+            Err(e) if e.is_unavailable() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
             other => return other,
         }
     }
