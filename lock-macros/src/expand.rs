@@ -45,24 +45,34 @@ fn options_error(mut func: ItemFn, output: &Output, error: syn::Error) -> TokenS
         return quote!(#func #error);
     };
     let stmts = &func.block.stmts;
+    let pin = pin_output(&body_ty, output.ty.span());
     func.block = syn::parse_quote!({
         let _ = async move {
-            #[allow(
-                unknown_lints,
-                unreachable_code,
-                clippy::diverging_sub_expression,
-                clippy::empty_loop,
-                clippy::needless_return
-            )]
-            if false {
-                let __distlock_return: #body_ty = loop {};
-                return __distlock_return;
-            }
+            #pin
             #(#stmts)*
         };
         ::core::unimplemented!("the options of `#[distributed_lock]` are wrong")
     });
     quote!(#func #error)
+}
+
+/// A dead `return` of a `body_ty` value (as tracing-attributes does): pins an `async`
+/// block's output to the type, so `?` knows its target and type errors land on the body.
+fn pin_output(body_ty: &impl ToTokens, span: Span) -> TokenStream {
+    let ret = format_ident!("__distlock_return", span = Span::mixed_site());
+    quote_spanned! {span=>
+        #[allow(
+            unknown_lints,
+            unreachable_code,
+            clippy::diverging_sub_expression,
+            clippy::empty_loop,
+            clippy::needless_return
+        )]
+        if false {
+            let #ret: #body_ty = loop {};
+            return #ret;
+        }
+    }
 }
 
 /// A job's body type: the return type with its `JobOutcome<T>` argument replaced by `T`
@@ -222,25 +232,12 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
     let body = if output.has_impl_trait {
         quote!(async move #block)
     } else {
-        let ret = format_ident!("__distlock_return", span = Span::mixed_site());
         // A job's body returns `Result<T, E>` for the function's `Result<JobOutcome<T>, E>`.
         let body_ty = match &config.job {
             Some(_) => quote_spanned!(ret_span=> <#ret_ty as #krate::__private::JobResult>::Body),
             None => quote!(#ret_ty),
         };
-        let pin_type = quote_spanned! {ret_span=>
-            #[allow(
-                unknown_lints,
-                unreachable_code,
-                clippy::diverging_sub_expression,
-                clippy::empty_loop,
-                clippy::needless_return
-            )]
-            if false {
-                let #ret: #body_ty = loop {};
-                return #ret;
-            }
-        };
+        let pin_type = pin_output(&body_ty, ret_span);
         // The statements, not the block: `{ { Ok(id) } }` would trip `unused_braces`.
         let stmts = &block.stmts;
         quote!(async move { #pin_type #(#stmts)* })
