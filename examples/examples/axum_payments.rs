@@ -2,8 +2,8 @@
 //! retries on timeouts sends the same `Idempotency-Key` on every attempt, and the service
 //! charges once, whichever instance each attempt reaches.
 //!
-//! Needs a Redis the instances share: `REDIS_URL` (default `redis://127.0.0.1:6379`).
-//! `--demo` runs on its own and starts a private `redis-server` when there is none.
+//! Needs a Redis the instances share, named by `REDIS_URL` (never one it merely finds on
+//! 6379). `--demo` runs on its own: `REDIS_URL` if set, else a private `redis-server`.
 //!
 //! ```sh
 //! # 3 instances; 30 customers whose first attempt times out (the server is slowed down
@@ -48,7 +48,7 @@ struct Args {
 async fn main() -> Result<(), BoxError> {
     let args = Args::parse();
     let redis = if args.demo {
-        ExampleRedis::find_or_start()?
+        ExampleRedis::from_env_or_start()?
     } else {
         ExampleRedis::from_env()?
     };

@@ -16,7 +16,7 @@ const TERMS: usize = 3;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let redis = ExampleRedis::find_or_start()?;
+    let redis = ExampleRedis::from_env_or_start()?;
 
     // The dashboard: every change of leader, as it happens.
     let dashboard = LockClient::new(redis.url())?;

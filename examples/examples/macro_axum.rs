@@ -77,7 +77,7 @@ async fn buy(State(app): State<App>, Path(id): Path<u64>) -> Result<String, ApiE
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let redis_server = ExampleRedis::find_or_start()?;
+    let redis_server = ExampleRedis::from_env_or_start()?;
     let mut redis = redis::Client::open(redis_server.url())?
         .get_multiplexed_async_connection()
         .await?;

@@ -69,7 +69,7 @@ struct Order {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let redis = ExampleRedis::find_or_start()?;
+    let redis = ExampleRedis::from_env_or_start()?;
     lock_core::set_default_client(LockClient::new(redis.url())?)
         .map_err(|_| "a default client was already installed")?;
 

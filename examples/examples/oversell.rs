@@ -11,9 +11,10 @@
 //! cargo run --release -p distlock-examples --example oversell -- --stall-ms 900
 //! ```
 //!
-//! Uses `REDIS_URL` if set, else a Redis on 127.0.0.1:6379, else starts a private
-//! `redis-server` on a free port (stopped at exit, also on Ctrl-C and SIGTERM). Exits 0 when
-//! the locked runs sold exactly the stock (with `--stall-ms`, the guarded one), 1 when not, 130 (SIGINT) or 143 (SIGTERM)
+//! Uses `REDIS_URL` if set, else starts a private `redis-server` on a free loopback port
+//! (stopped at exit, also on Ctrl-C and SIGTERM); never a Redis it merely finds on 6379.
+//! Exits 0 when the locked runs sold exactly the stock (with `--stall-ms`, the guarded
+//! one), 1 when not, 130 (SIGINT) or 143 (SIGTERM)
 //! when interrupted.
 
 use std::future::Future;
@@ -37,7 +38,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let redis = match ExampleRedis::find_or_start() {
+    let redis = match ExampleRedis::from_env_or_start() {
         Ok(redis) => redis,
         Err(message) => {
             eprintln!("{message}");

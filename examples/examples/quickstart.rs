@@ -11,7 +11,7 @@ use lock_core::LockClient;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let redis = ExampleRedis::find_or_start()?;
+    let redis = ExampleRedis::from_env_or_start()?;
     let client = LockClient::new(redis.url())?;
 
     let guard = client.lock("item_7").await?;

@@ -14,7 +14,7 @@ use lock_core::{LockClient, LockError};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let redis = ExampleRedis::find_or_start()?;
+    let redis = ExampleRedis::from_env_or_start()?;
     let client = LockClient::new(redis.url())?;
     let (reading, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
 

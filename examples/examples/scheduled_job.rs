@@ -38,7 +38,7 @@ async fn report(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let redis = ExampleRedis::find_or_start()?;
+    let redis = ExampleRedis::from_env_or_start()?;
     let start = tokio::time::Instant::now() + Duration::from_millis(200);
     let mut instances = Vec::new();
     for (instance, skew_ms) in [0, 100, 200].into_iter().enumerate() {

@@ -16,7 +16,7 @@ const PERMITS: u32 = 3;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let redis = ExampleRedis::find_or_start()?;
+    let redis = ExampleRedis::from_env_or_start()?;
     let client = LockClient::new(redis.url())?;
     let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
 

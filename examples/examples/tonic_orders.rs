@@ -4,8 +4,9 @@
 //! `GetOrder` reads an order placed before and is not locked. (Orders are kept in the
 //! process's memory: enough for a demo, not for several instances.)
 //!
-//! Needs a Redis: `REDIS_URL` (default `redis://127.0.0.1:6379`). The protobuf types and
-//! service glue are written by hand after `tests/proto/orders.proto`, so no `protoc` is
+//! Uses `REDIS_URL` if set, else starts a private `redis-server` on a free loopback port
+//! (stopped at exit); never a Redis it merely finds on 6379. The protobuf types and service
+//! glue are written by hand after `tests/proto/orders.proto`, so no `protoc` is
 //! needed.
 //!
 //! ```sh
@@ -195,7 +196,7 @@ async fn serve(locks: LockClient, listener: tokio::net::TcpListener) -> Result<(
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let redis = ExampleRedis::from_env()?;
+    let redis = ExampleRedis::from_env_or_start()?;
     let url = distlock_examples::redacted(redis.url());
     let demo = std::env::args().any(|a| a == "--demo");
     let port: u16 = match std::env::var("PORT") {

@@ -13,7 +13,7 @@ use lock_core::LockClient;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let redis = ExampleRedis::find_or_start()?;
+    let redis = ExampleRedis::from_env_or_start()?;
     let client = LockClient::new(redis.url())?;
 
     let mut transfers = Vec::new();

@@ -9,4 +9,4 @@ pub mod payments;
 mod redis;
 pub mod redisson_scripts;
 
-pub use crate::redis::{check_reachable, redacted, ExampleRedis, NoRedis, DEFAULT_URL};
+pub use crate::redis::{check_reachable, redacted, ExampleRedis, NoRedis};

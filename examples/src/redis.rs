@@ -1,15 +1,11 @@
-//! Finding or starting the Redis an example talks to, and saying so plainly when there is
-//! none.
+//! The Redis an example talks to — the one `REDIS_URL` names, or a private server the
+//! example starts — and saying so plainly when there is none. Never a Redis the user did not
+//! name, such as one that happens to answer on 6379.
 
 use std::fmt;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Duration;
 
 use distlock_redis_server::{RedisServer, INSTALL_HINT};
-
-/// The address the examples try when `REDIS_URL` is unset.
-pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
 /// How long [`check_reachable`] waits for a connection and a `PING` reply.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -40,43 +36,34 @@ pub struct ExampleRedis {
 }
 
 impl ExampleRedis {
-    /// `REDIS_URL` if set, else [`DEFAULT_URL`], [checked](check_reachable) to answer; never
-    /// starts a server (for examples whose processes must share one Redis).
+    /// `REDIS_URL`, [checked](check_reachable) to answer; never starts a server (for
+    /// examples whose processes must share one Redis).
     ///
     /// # Errors
-    /// `cannot reach Redis at … (…); set REDIS_URL or start redis-server`.
+    /// When `REDIS_URL` is unset (saying to set it), or does not answer.
     pub fn from_env() -> Result<Self, NoRedis> {
-        let url = env_url().unwrap_or_else(|| DEFAULT_URL.to_owned());
+        let url = env_url().ok_or_else(|| {
+            NoRedis(
+                "set REDIS_URL to the Redis the instances share (e.g. redis://127.0.0.1:6379), \
+                 or run with --demo, which starts a private redis-server"
+                    .to_owned(),
+            )
+        })?;
         check_reachable(&url)?;
         Ok(Self { url, private: None })
     }
 
-    /// `REDIS_URL` if set ([checked](check_reachable) to answer); else a Redis answering
-    /// `PING` without a password on 127.0.0.1:6379; else a private `redis-server` started on
-    /// a free loopback port (stopped at exit). When something else listens on 6379 (a Redis
-    /// that wants a password, another program), a one-line note on stderr says why it is
-    /// not used. Blocks for at most a few seconds: call it at start-up.
+    /// `REDIS_URL` if set ([checked](check_reachable) to answer); else a private
+    /// `redis-server` started on a free loopback port (stopped at exit). Blocks for at most
+    /// a few seconds: call it at start-up.
     ///
     /// # Errors
     /// When `REDIS_URL` does not answer; a message saying how to install redis-server when
     /// none is installed, or why the private server did not start.
-    pub fn find_or_start() -> Result<Self, NoRedis> {
+    pub fn from_env_or_start() -> Result<Self, NoRedis> {
         if let Some(url) = env_url() {
             check_reachable(&url)?;
             return Ok(Self { url, private: None });
-        }
-        let default = SocketAddr::from((Ipv4Addr::LOCALHOST, 6379));
-        match ping(default) {
-            Ping::Pong => {
-                return Ok(Self {
-                    url: DEFAULT_URL.to_owned(),
-                    private: None,
-                })
-            }
-            Ping::NoListener => {}
-            Ping::Other(why) => {
-                eprintln!("127.0.0.1:6379 {why}: starting a private redis-server instead");
-            }
         }
         Self::start_private(&[])
     }
@@ -96,9 +83,8 @@ impl ExampleRedis {
             .map_err(|e| {
                 NoRedis(if e.is_not_installed() {
                     format!(
-                        "no Redis to use (REDIS_URL unset, no Redis without a password on \
-                         127.0.0.1:6379) and redis-server is not installed.\nTo fix it, \
-                         {INSTALL_HINT}, then re-run."
+                        "no Redis to use (REDIS_URL unset) and redis-server is not \
+                         installed.\nTo fix it, {INSTALL_HINT} (or set REDIS_URL), then re-run."
                     )
                 } else {
                     format!("cannot start a private redis-server: {e}")
@@ -180,43 +166,6 @@ pub fn redacted(url: &str) -> String {
 /// `REDIS_URL` when set and not empty.
 fn env_url() -> Option<String> {
     std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty())
-}
-
-/// What answered a `PING` on an address.
-#[derive(Debug, PartialEq, Eq)]
-enum Ping {
-    /// A Redis that serves this client without a password.
-    Pong,
-    /// Nothing accepts connections there.
-    NoListener,
-    /// Something listens, but is no Redis we can use; says what.
-    Other(String),
-}
-
-/// Sends an inline `PING` to `addr` and reads the first line of the answer.
-fn ping(addr: SocketAddr) -> Ping {
-    let timeout = Duration::from_millis(500);
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, timeout / 2) else {
-        return Ping::NoListener;
-    };
-    let _ = stream.set_read_timeout(Some(timeout));
-    let _ = stream.set_write_timeout(Some(timeout));
-    if stream.write_all(b"PING\r\n").is_err() {
-        return Ping::Other("accepts connections but not a PING".to_owned());
-    }
-    let mut line = String::new();
-    let read = BufReader::new(stream.take(256)).read_line(&mut line);
-    let line = line.trim_end();
-    match read {
-        Ok(0) => Ping::Other("closes the connection on PING".to_owned()),
-        Ok(_) if line == "+PONG" => Ping::Pong,
-        Ok(_) if line.starts_with("-NOAUTH") || line.starts_with("-WRONGPASS") => {
-            Ping::Other("is a Redis that requires a password".to_owned())
-        }
-        Ok(_) if line.starts_with('-') => Ping::Other(format!("answers PING with `{line}`")),
-        Ok(_) => Ping::Other("answers, but not as Redis".to_owned()),
-        Err(_) => Ping::Other("accepts connections but does not answer PING".to_owned()),
-    }
 }
 
 #[cfg(test)]

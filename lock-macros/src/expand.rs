@@ -30,8 +30,83 @@ pub(crate) fn distributed_lock(attr: TokenStream, item: TokenStream) -> TokenStr
             error.combine(more);
             error_with(item, error)
         }
-        (Err(error), Ok(_)) | (Ok(_), Err(error)) => error_with(item, error),
+        (Err(error), Ok(output)) => options_error(func, &output, error),
+        (Ok(_), Err(error)) => error_with(item, error),
     }
+}
+
+/// Wrong options on a good signature: the errors, and the function as written, which
+/// type-checks on its own — except a job's, whose body returns `Result<T, E>` for the
+/// function's `Result<JobOutcome<T>, E>`. That body is checked at its own type behind
+/// `unimplemented!()`, so that no follow-on type error hides the options error.
+fn options_error(mut func: ItemFn, output: &Output, error: syn::Error) -> TokenStream {
+    let error = error.into_compile_error();
+    let Some(body_ty) = job_body_type(&output.ty) else {
+        return quote!(#func #error);
+    };
+    let stmts = &func.block.stmts;
+    let pin = pin_output(&body_ty, output.ty.span());
+    func.block = syn::parse_quote!({
+        let _ = async move {
+            #pin
+            #(#stmts)*
+        };
+        ::core::unimplemented!("the options of `#[distributed_lock]` are wrong")
+    });
+    quote!(#func #error)
+}
+
+/// A dead `return` of a `body_ty` value (as tracing-attributes does): pins an `async`
+/// block's output to the type, so `?` knows its target and type errors land on the body.
+fn pin_output(body_ty: &impl ToTokens, span: Span) -> TokenStream {
+    let ret = format_ident!("__distlock_return", span = Span::mixed_site());
+    quote_spanned! {span=>
+        #[allow(
+            unknown_lints,
+            unreachable_code,
+            clippy::diverging_sub_expression,
+            clippy::empty_loop,
+            clippy::needless_return
+        )]
+        if false {
+            let #ret: #body_ty = loop {};
+            return #ret;
+        }
+    }
+}
+
+/// A job's body type: the return type with its `JobOutcome<T>` argument replaced by `T`
+/// (`Result<JobOutcome<T>, E>` → `Result<T, E>`); `None` for any other type.
+fn job_body_type(ret: &syn::Type) -> Option<syn::Type> {
+    let last_args = |ty: &mut syn::Type| match ty {
+        syn::Type::Path(path) => match &mut path.path.segments.last_mut()?.arguments {
+            syn::PathArguments::AngleBracketed(args) => Some(args.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let mut body = ret.clone();
+    let syn::Type::Path(path) = &mut body else {
+        return None;
+    };
+    let syn::PathArguments::AngleBracketed(args) = &mut path.path.segments.last_mut()?.arguments
+    else {
+        return None;
+    };
+    let Some(syn::GenericArgument::Type(first)) = args.args.first_mut() else {
+        return None;
+    };
+    let is_outcome = matches!(&*first, syn::Type::Path(p)
+        if p.path.segments.last().is_some_and(|s| s.ident == "JobOutcome"));
+    if !is_outcome {
+        return None;
+    }
+    let inner = last_args(first)?;
+    let Some(syn::GenericArgument::Type(value)) = inner.args.first() else {
+        return None;
+    };
+    *first = value.clone();
+    Some(body)
 }
 
 fn error_with(item: TokenStream, error: syn::Error) -> TokenStream {
@@ -157,25 +232,12 @@ fn expand(func: ItemFn, config: &Config, output: &Output) -> TokenStream {
     let body = if output.has_impl_trait {
         quote!(async move #block)
     } else {
-        let ret = format_ident!("__distlock_return", span = Span::mixed_site());
         // A job's body returns `Result<T, E>` for the function's `Result<JobOutcome<T>, E>`.
         let body_ty = match &config.job {
             Some(_) => quote_spanned!(ret_span=> <#ret_ty as #krate::__private::JobResult>::Body),
             None => quote!(#ret_ty),
         };
-        let pin_type = quote_spanned! {ret_span=>
-            #[allow(
-                unknown_lints,
-                unreachable_code,
-                clippy::diverging_sub_expression,
-                clippy::empty_loop,
-                clippy::needless_return
-            )]
-            if false {
-                let #ret: #body_ty = loop {};
-                return #ret;
-            }
-        };
+        let pin_type = pin_output(&body_ty, ret_span);
         // The statements, not the block: `{ { Ok(id) } }` would trip `unused_braces`.
         let stmts = &block.stmts;
         quote!(async move { #pin_type #(#stmts)* })

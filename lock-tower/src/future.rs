@@ -182,7 +182,9 @@ where
                             if error.is_unavailable()
                                 && config.outage == OutagePolicy::FailOpen =>
                         {
-                            tracing::warn!(lock = error.name().map(tracing::field::display), %error,
+                            // Debug only: the lock client logs the outage once, not
+                            // once per request.
+                            tracing::debug!(lock = error.name().map(tracing::field::display), %error,
                                 "redis is unavailable: calling the service without the lock (fail open)");
                             let future = service.call(request);
                             state.set(State::Unlocked { future });

@@ -364,7 +364,7 @@
 //! | same key, another [fingerprint](IdempotencyLayerBuilder::fingerprint) (method, path and query, body by default) | `422` | `FAILED_PRECONDITION` |
 //! | after one whose response was above [`max_response_body`](IdempotencyLayerBuilder::max_response_body) | [`too_large_status`](IdempotencyLayerBuilder::too_large_status), `409` by default, no `Retry-After`, marked replayed | `ALREADY_EXISTS` |
 //! | key lost while the handler ran | `503` (the handler is dropped) | `ABORTED` |
-//! | Redis unavailable | `503` | `UNAVAILABLE` |
+//! | Redis unavailable | `503` + `Retry-After: 5`, as the lock layer | `UNAVAILABLE` |
 //! | on a Redlock client (records need one Redis), or a record this version cannot read | `500` | `INTERNAL` |
 //!
 //! What is stored: final answers only — HTTP statuses below 500 other than 408, 409, 425

@@ -17,9 +17,8 @@ use super::{table, Error, Guard, Report, Settings};
     name = "oversell",
     version,
     about,
-    after_help = "Redis: $REDIS_URL if set; else 127.0.0.1:6379 if a Redis answers there \
-                  without a password; else a private redis-server on a free loopback port, \
-                  stopped at exit (also on Ctrl-C and SIGTERM)."
+    after_help = "Redis: $REDIS_URL if set; else a private redis-server on a free loopback \
+                  port, stopped at exit (also on Ctrl-C and SIGTERM)."
 )]
 pub struct Args {
     /// Initial stock of the item.

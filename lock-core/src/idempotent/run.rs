@@ -184,8 +184,13 @@ where
         Ok(value) => value,
         Err(error) => {
             // Released before the caller hears of it: its retry finds the key free.
-            if let Err(release) = in_flight.release().await {
-                tracing::warn!(%release, "releasing an idempotency key failed");
+            match in_flight.release().await {
+                // The client's health logs an outage once, not once per request.
+                Err(release) if release.is_unavailable() => {
+                    tracing::debug!(%release, "releasing an idempotency key failed");
+                }
+                Err(release) => tracing::warn!(%release, "releasing an idempotency key failed"),
+                Ok(()) => {}
             }
             return Err(error);
         }

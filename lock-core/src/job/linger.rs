@@ -2,6 +2,8 @@
 //! left to expire at start + minimum, owner-checked (LINGER), so a skewed instance's fire
 //! of the same schedule still finds it held. The lock keeps Redisson's layout and a TTL.
 
+use std::sync::Arc;
+
 use tokio::time::Instant;
 
 use crate::error::LockError;
@@ -69,8 +71,8 @@ impl Drop for Lingering {
     fn drop(&mut self) {
         // Dropped with the work (a loss, a panic, a cancelled future): linger all the same.
         if let Some(guard) = self.guard.take() {
-            let name = guard.name().clone();
-            finish_in_background(name, release_at(guard, self.until));
+            let (client, name) = (Arc::clone(&guard.held().client), guard.name().clone());
+            finish_in_background(client, name, release_at(guard, self.until));
         }
     }
 }

@@ -64,6 +64,7 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
     }
     check_request_lease(&name, lease)?;
     check_kind(&inner, &name, kind, request.permits)?;
+    inner.health.admit(&name)?;
     let keys = inner.keys(&name, kind)?;
     let scope = Scope::current();
     if let Some(held) = scope

@@ -371,7 +371,7 @@ impl Drop for Release {
     fn drop(&mut self) {
         // Not started: a guard still here releases as it drops.
         if let Some((release, held)) = self.running.take() {
-            finish_in_background(held.name.clone(), release);
+            finish_in_background(Arc::clone(&held.client), held.name.clone(), release);
         }
     }
 }

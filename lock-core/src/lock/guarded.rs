@@ -170,6 +170,13 @@ impl<G: Guarded, F: Future> Future for GuardedRun<G, F> {
                             state.set(State::Done);
                             return Poll::Ready(Err(error));
                         }
+                        // An outage: the client's health logged it once (every outage
+                        // error passes through it), not a line per guarded run.
+                        Poll::Ready(Err(error)) if error.is_unavailable() => tracing::debug!(
+                            lock = error.name().map(tracing::field::display),
+                            %error,
+                            "release after the guarded work failed"
+                        ),
                         Poll::Ready(Err(error)) => tracing::warn!(
                             lock = error.name().map(tracing::field::display),
                             %error,

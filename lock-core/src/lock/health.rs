@@ -1,13 +1,20 @@
 //! Is Redis reachable? The engine's view from every call it makes, logged once per outage,
-//! not per request.
+//! not per request. While it knows Redis is down, the engine refuses acquisitions at once
+//! (a circuit breaker), letting one through now and then as a probe.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::error::LockError;
+use crate::protocol::name::LockName;
 
 /// While Redis stays unreachable, the warning is repeated at most this often.
 const WARN_EVERY: Duration = Duration::from_secs(60);
+/// Redis is known to be down once every call failed for this long, with no answer between
+/// (one failed call is no outage: a slow answer on a busy machine, a Redlock node's 50 ms).
+/// Then one acquisition in this long after the last failure goes to Redis as a probe (so
+/// does every `ping()`); the others fail at once instead of each waiting its timeout.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// What the calls of one client have shown about Redis.
 #[derive(Debug, Default)]
@@ -20,6 +27,8 @@ struct State {
     /// Since when every call failed as an outage; `None` while Redis answers.
     down_since: Option<Instant>,
     last_warning: Option<Instant>,
+    /// While down: when the next acquisition may try Redis (a second after the last failure).
+    next_probe: Option<Instant>,
 }
 
 impl Health {
@@ -40,9 +49,12 @@ impl Health {
     }
 
     fn up(&self) {
-        let Some(since) = self.state().down_since.take() else {
+        let mut state = self.state();
+        state.next_probe = None;
+        let Some(since) = state.down_since.take() else {
             return;
         };
+        drop(state);
         tracing::info!(down_for = ?since.elapsed(), "redis is reachable again");
     }
 
@@ -50,6 +62,7 @@ impl Health {
         let now = Instant::now();
         let mut state = self.state();
         let since = *state.down_since.get_or_insert(now);
+        state.next_probe = Some(now + PROBE_EVERY);
         if state.last_warning.is_some_and(|at| now < at + WARN_EVERY) && since != now {
             return;
         }
@@ -62,6 +75,43 @@ impl Health {
     /// False once a call failed as an outage, until one succeeds.
     pub(crate) fn is_reachable(&self) -> bool {
         self.state().down_since.is_none()
+    }
+
+    /// Lets an acquisition of `name` go to Redis: always, unless Redis is known to be down
+    /// (every call failed for [`PROBE_EVERY`]); then only one a [`PROBE_EVERY`] after the
+    /// last failure (whose answer shows whether it is back).
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`] at once for the others: each would wait its timeout for
+    /// the same outage.
+    pub(crate) fn admit(&self, name: &LockName) -> Result<(), LockError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let Some(since) = state.down_since else {
+            return Ok(());
+        };
+        if now < since + PROBE_EVERY || state.next_probe.is_none_or(|at| now >= at) {
+            state.next_probe = Some(now + PROBE_EVERY);
+            return Ok(());
+        }
+        Err(LockError::Unavailable {
+            name: name.clone(),
+            source: redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "redis did not answer this client's last calls: refused at once until a probe reaches it",
+            )),
+        })
+    }
+
+    /// Logs a failed call about a lock (`what` happened): a warning, or a debug line when it
+    /// is the outage this client knows of, whose one warning was logged by [`Self::observe`].
+    pub(crate) fn log_failure(&self, error: &LockError, what: &str) {
+        let lock = error.name().map(tracing::field::display);
+        if error.is_unavailable() && !self.is_reachable() {
+            tracing::debug!(lock, %error, "{what}");
+        } else {
+            tracing::warn!(lock, %error, "{what}");
+        }
     }
 }
 
@@ -85,5 +135,24 @@ mod tests {
         assert!(health.is_reachable());
         health.observe::<()>(&[]);
         assert!(health.is_reachable());
+    }
+
+    #[test]
+    fn while_down_one_acquisition_a_second_goes_to_redis() {
+        let (health, name) = (Health::default(), LockName::from("x"));
+        health.admit(&name).unwrap();
+        health.observe(&[outage()]);
+        health
+            .admit(&name)
+            .expect("one failed call is no known outage");
+        health.observe(&[outage()]);
+        health.state().down_since = Some(Instant::now() - PROBE_EVERY);
+        let refused = health.admit(&name).unwrap_err();
+        assert!(refused.is_unavailable(), "{refused}");
+        health.state().next_probe = Some(Instant::now());
+        health.admit(&name).expect("a probe is due");
+        assert!(health.admit(&name).is_err(), "one probe at a time");
+        health.observe::<()>(&[Ok(())]);
+        health.admit(&name).expect("redis answers again");
     }
 }

@@ -286,14 +286,16 @@ impl Held {
     /// Releases from a destructor: stops renewal now and deletes in the background.
     pub(crate) fn release_detached(self: Arc<Self>) {
         self.client.watchdog.unregister(&self);
-        let name = self.name.clone();
-        finish_in_background(name, self.release_in_redis());
+        let (client, name) = (Arc::clone(&self.client), self.name.clone());
+        finish_in_background(client, name, self.release_in_redis());
     }
 }
 
-/// Runs `release` of the lock `name` to its end on the current runtime, logging a failure.
-/// Outside a runtime nothing can reach Redis: the lock expires after its lease.
+/// Runs `release` of the lock `name` to its end on the current runtime, logging a failure
+/// (as `client`'s health says: not once per lock during an outage). Outside a runtime
+/// nothing can reach Redis: the lock expires after its lease.
 pub(crate) fn finish_in_background(
+    client: Arc<Engine>,
     name: LockName,
     release: impl Future<Output = Result<(), LockError>> + Send + 'static,
 ) {
@@ -301,7 +303,7 @@ pub(crate) fn finish_in_background(
         Ok(runtime) => {
             runtime.spawn(async move {
                 if let Err(error) = release.await {
-                    tracing::warn!(lock = %name, %error, "background release failed");
+                    (client.health).log_failure(&error, "background release failed");
                 }
             });
         }

@@ -94,8 +94,10 @@ pub(crate) async fn leave(
             Ok(_) => {
                 tracing::debug!(lock = %name, "released a hold whose acquisition was not seen")
             }
-            Err(error) => tracing::warn!(lock = %name, %error,
-                "could not leave the lock's queue; the entry expires by itself"),
+            Err(error) => (inner.health).log_failure(
+                &error,
+                "could not leave the lock's queue; the entry expires by itself",
+            ),
         }
     }
 }

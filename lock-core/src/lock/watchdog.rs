@@ -108,7 +108,7 @@ async fn renew(client: &Engine, due: &[Arc<Held>]) {
     for (batch, answers) in join_all(batches).await {
         for error in answers.iter().filter_map(|a| a.as_ref().err()) {
             // Not lost yet: the local deadline decides if Redis stays unreachable.
-            tracing::warn!(%error, locks = batch.len(), "renewal failed");
+            (client.health).log_failure(error, "renewal failed");
         }
         settle(batch, &answers, sent_at);
     }

@@ -134,11 +134,13 @@ pub(crate) fn refusal(config: &Config, error: IdempotencyError) -> Answer {
             code::ABORTED,
             "the request lost its idempotency key while it ran; nothing was stored",
         ),
+        // As the lock layer's outage answer: the same `Retry-After`.
         _ if error.is_unavailable() => Answer::new(
             StatusCode::SERVICE_UNAVAILABLE,
             code::UNAVAILABLE,
             "idempotency keys are unavailable",
-        ),
+        )
+        .retry_after(lock_core::Answer::UNAVAILABLE_RETRY_AFTER),
         _ => {
             tracing::error!(%error, "idempotency key could not be checked");
             internal()
@@ -206,7 +208,7 @@ where
         Err(error) => {
             // The work is done: its answer is worth more to the client than an error. The
             // key is free again once the lock's lease ends.
-            tracing::warn!(%error, "the response could not be stored");
+            log_failure(&error, "the response could not be stored");
             Response::from_parts(parts, collected.into_body())
         }
     }
@@ -214,6 +216,16 @@ where
 
 async fn release(in_flight: InFlight) {
     if let Err(error) = in_flight.release().await {
-        tracing::warn!(%error, "releasing an idempotency key failed");
+        log_failure(&error.into(), "releasing an idempotency key failed");
+    }
+}
+
+/// Logs a failed step of one request: an outage only at debug level, as the lock client
+/// logs it once for all requests; anything else as a warning.
+fn log_failure(error: &IdempotencyError, what: &str) {
+    if error.is_unavailable() {
+        tracing::debug!(%error, "{what}");
+    } else {
+        tracing::warn!(%error, "{what}");
     }
 }

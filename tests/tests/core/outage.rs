@@ -1,12 +1,15 @@
 //! Redis unreachable: a typed error within the configured bound, never a hang.
 
+use std::future::IntoFuture;
 use std::time::Duration;
 
-use distlock_tests::locks::builder;
+use distlock_tests::locks::{builder, GENEROUS};
 use distlock_tests::{RedisServer, TcpProxy};
+use futures_util::future::join_all;
+use lock_core::{LockClient, LockError};
 use tokio::time::Instant;
 
-const COMMAND_TIMEOUT: Duration = Duration::from_millis(500);
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
 const WAIT: Duration = Duration::from_millis(500);
 
 async fn assert_unavailable_within_bound(url: &str) {
@@ -63,17 +66,63 @@ async fn recovers_after_outage() {
         .unwrap_err()
         .is_unavailable());
     server.restart();
-    let guard = locks.lock("back").wait(Duration::from_secs(10)).await;
-    // The first call after a restart may still see the dead connection; the next succeeds.
-    let guard = match guard {
-        Ok(g) => g,
-        Err(_) => locks
-            .lock("back")
-            .wait(Duration::from_secs(10))
-            .await
-            .unwrap(),
-    };
-    guard.release().await.unwrap();
+    lock_once_back(&locks, "back").await;
+}
+
+/// Takes `name` until it works, within [`GENEROUS`]: while the client still knows Redis was
+/// down, each try is refused at once until one (a probe, one a second) reaches it.
+async fn lock_once_back(locks: &LockClient, name: &str) {
+    let deadline = Instant::now() + GENEROUS;
+    loop {
+        match locks.lock(name).await {
+            Ok(guard) => return guard.release().await.unwrap(),
+            Err(e) => assert!(
+                e.is_unavailable() && Instant::now() < deadline,
+                "redis did not come back: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Tries `locks` until an acquisition is refused at once (`Unavailable`, no round trip):
+/// before, each waits its command timeout in the black hole (`Timeout`). Bounded.
+async fn until_refused_at_once(locks: &LockClient) {
+    let deadline = Instant::now() + GENEROUS * 3;
+    loop {
+        match locks.lock("probe").await {
+            Err(LockError::Unavailable { .. }) => return,
+            Err(LockError::Timeout { .. }) if Instant::now() < deadline => {}
+            other => panic!("not refused at once within the bound: {other:?}"),
+        }
+    }
+}
+
+/// Calls that fail for a second with no answer between (a black hole: each waits its command
+/// timeout, `Timeout`) make an outage the client knows of: then acquisitions are refused at
+/// once. Of 20 sent together at most one goes to Redis as the probe; the others are
+/// `Unavailable` without a round trip. Redis back, the next probe sees it and locks work again.
+#[tokio::test]
+async fn a_known_outage_refuses_at_once_and_a_probe_sees_the_recovery() {
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.addr());
+    let locks = builder(&proxy.url())
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    lock_once_back(&locks, "fast").await;
+    proxy.blackhole(true);
+    until_refused_at_once(&locks).await;
+    let tries = join_all((0..20).map(|_| locks.lock("fast").into_future())).await;
+    let refused = tries
+        .iter()
+        .filter(|t| matches!(t, Err(LockError::Unavailable { .. })))
+        .count();
+    assert!(refused >= 19, "refused at once: {refused} of 20: {tries:?}");
+    assert!(!locks.is_reachable());
+    proxy.blackhole(false);
+    lock_once_back(&locks, "fast").await;
+    assert!(locks.is_reachable());
 }
 
 /// The log lines written on this thread since [`Logs::capture`] (current-thread runtime:
@@ -160,11 +209,38 @@ async fn an_outage_is_logged_once_and_its_end_once() {
     assert!(!locks.is_reachable());
     assert_eq!(logs.count("redis cannot be reached"), 1);
     server.restart();
-    let deadline = Instant::now() + distlock_tests::locks::GENEROUS;
-    while locks.lock("up").await.is_err() {
-        assert!(Instant::now() < deadline, "redis did not come back");
-    }
+    lock_once_back(&locks, "up").await;
     assert!(locks.is_reachable());
     assert_eq!(logs.count("redis is reachable again"), 1, "{}", logs.text());
     assert_eq!(logs.count("redis cannot be reached"), 1, "{}", logs.text());
+}
+
+/// No line per request anywhere during an outage, the queue clean-up included: 3 s of
+/// requests that would queue (each probe's failed attempt leaves the queue, and that fails
+/// too) log one warning in all, the client's.
+#[tokio::test]
+async fn an_outage_logs_no_line_per_request() {
+    let logs = Logs::capture();
+    let mut server = RedisServer::start();
+    let locks = builder(&server.url())
+        .command_timeout(COMMAND_TIMEOUT)
+        .connect_timeout(COMMAND_TIMEOUT)
+        .build()
+        .unwrap();
+    lock_once_back(&locks, "queued").await;
+    server.stop();
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut requests = 0;
+    while Instant::now() < until {
+        let err = locks.lock("queued").wait(WAIT).await.unwrap_err();
+        assert!(err.is_unavailable(), "{err}");
+        requests += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.restart();
+    // Also lets the clean-ups spawned by the failed attempts finish.
+    lock_once_back(&locks, "queued").await;
+    let text = logs.text();
+    assert_eq!(logs.count("WARN"), 1, "{requests} requests:\n{text}");
+    assert_eq!(logs.count("redis cannot be reached"), 1, "{text}");
 }

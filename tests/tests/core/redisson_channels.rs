@@ -91,7 +91,9 @@ fn distlock_waiter(
             Some(true) => locks.write_lock(name),
             Some(false) => locks.read_lock(name),
         };
-        let guard = request.wait(GENEROUS).await.expect("granted");
+        // The wait spans the test's set-up (several waits of up to GENEROUS each) before the
+        // release; the test bounds each waiter after the release.
+        let guard = request.wait(GENEROUS * 8).await.expect("granted");
         guard.release().await.unwrap();
     })
 }

@@ -128,32 +128,28 @@ enum Kill {
     DoubleGrant,
 }
 
-/// Cuts the replica's link to its master and freezes the replica before it can reconnect,
-/// so nothing written from now on reaches it. Retries if the replica was quicker.
+/// Freezes the replica, then has its master drop the replication link, so nothing written
+/// from now on reaches the replica: frozen, it cannot reconnect. In this order nothing races
+/// (cutting the link from the replica's side first let a busy machine's replica reconnect
+/// before it froze, every try).
 async fn stall_replication(cluster: &RedisCluster, master: usize, replica: usize) {
-    for _ in 0..5 {
-        let mut conn = cluster.nodes()[replica].conn().await;
-        let _: i64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("master")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        block_in_place(|| cluster.nodes()[replica].pause());
-        let mut master_conn = cluster.nodes()[master].conn().await;
-        let deadline = Instant::now() + GENEROUS;
-        while connected_replicas(&mut master_conn).await > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        if connected_replicas(&mut master_conn).await == 0 {
-            return;
-        }
-        // The replica reconnected before it froze: let it go and try again.
-        cluster.nodes()[replica].resume();
-        block_in_place(|| cluster.wait_until_healthy(SETTLE)).unwrap();
+    block_in_place(|| cluster.nodes()[replica].pause());
+    let mut master_conn = cluster.nodes()[master].conn().await;
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query_async(&mut master_conn)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + GENEROUS;
+    while connected_replicas(&mut master_conn).await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the master still lists its frozen replica {GENEROUS:?} after CLIENT KILL"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    panic!("could not detach the replica from its master");
 }
 
 async fn connected_replicas(conn: &mut MultiplexedConnection) -> u64 {

@@ -60,6 +60,34 @@ fn examples_name_the_missing_redis() {
     }
 }
 
+/// No Redis the user did not name: without `REDIS_URL`, the examples whose instances share
+/// one Redis ask for it (they used to take whatever answered on 127.0.0.1:6379), and a
+/// self-contained one starts its private server on a free port.
+#[test]
+fn without_redis_url_no_found_redis_is_used() {
+    for example in ["axum_inventory", "axum_payments"] {
+        let mut command = Command::new(&binaries()[example]);
+        command.env_remove("REDIS_URL").stdin(Stdio::null());
+        let out = output_within(command, BOUND);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{example}: {stderr}");
+        assert!(
+            stderr.contains("set REDIS_URL to the Redis the instances share"),
+            "{example}: {stderr}"
+        );
+    }
+    let mut command = Command::new(&binaries()["quickstart"]);
+    command.env_remove("REDIS_URL").stdin(Stdio::null());
+    let out = output_within(command, BOUND);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "quickstart: {stderr}");
+    assert!(
+        stderr.contains("started a private redis-server on redis://127.0.0.1:")
+            && !stderr.contains(":6379"),
+        "quickstart: {stderr}"
+    );
+}
+
 #[test]
 fn cli_names_the_missing_redis() {
     for args in [

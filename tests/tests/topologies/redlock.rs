@@ -1,12 +1,13 @@
 //! Redlock over independent masters: exclusion, quorum with a minority down, bounded failure
 //! with a majority down, and loss when the quorum is gone.
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_tests::locks::{exists, lock_key, wait_until, OverlapDetector, GENEROUS};
 use distlock_tests::RedisServer;
-use lock_core::LockClient;
+use lock_core::{LockClient, LockError};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
@@ -14,11 +15,32 @@ fn servers(n: usize) -> Vec<RedisServer> {
     (0..n).map(|_| RedisServer::start()).collect()
 }
 
+/// A Redlock client whose calls get 1 s per node: a node's bound is a hundredth of the lease
+/// (at least 50 ms, at most the command timeout), so the lease is 100 s.
 fn redlock(servers: &[RedisServer]) -> LockClient {
     LockClient::redlock(servers.iter().map(RedisServer::url))
+        .lease(Duration::from_secs(100))
         .command_timeout(Duration::from_secs(2))
         .build()
         .unwrap()
+}
+
+/// Runs `acquire` again while it fails as an outage, for up to [`GENEROUS`]: with a short
+/// lease a node's bound is 50 ms, which a busy machine's first call (script load) can miss.
+async fn retry_unavailable<T, F>(mut acquire: impl FnMut() -> F) -> Result<T, LockError>
+where
+    F: IntoFuture<Output = Result<T, LockError>>,
+{
+    let deadline = Instant::now() + GENEROUS;
+    loop {
+        match acquire().await {
+            // Shortly: while no node answered for a second, the client refuses at once.
+            Err(e) if e.is_unavailable() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 async fn keys_everywhere(servers: &[RedisServer]) -> usize {
@@ -124,16 +146,7 @@ async fn release_of_a_hold_left_on_a_minority_is_not_held() {
         }
     }
     let other = redlock(&nodes);
-    let mut taken = other.lock("minority_left").wait(GENEROUS).await;
-    // A node too slow to answer in time on a loaded machine: try again, bounded.
-    for _ in 0..10 {
-        match &taken {
-            Err(e) if e.is_unavailable() => {
-                taken = other.lock("minority_left").wait(GENEROUS).await;
-            }
-            _ => break,
-        }
-    }
+    let taken = retry_unavailable(|| other.lock("minority_left").wait(GENEROUS)).await;
     let taken = taken.expect("the majority is free");
     let released = guard.release().await;
     assert!(
@@ -171,15 +184,17 @@ async fn majority_down_fails_bounded_and_clean() {
 
 /// The quorum lost mid-hold → `lost()` fires; one node restarted empty → still held.
 /// Multi-threaded: the restart blocks the test's thread, and the watchdog must keep renewing
-/// the 1 s lease meanwhile.
+/// the 1 s lease meanwhile (every 100 ms: a renewal that misses its 50 ms per node on a busy
+/// machine is tried again well before the lease ends).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_when_the_quorum_is_gone() {
     let mut nodes = servers(3);
     let locks = LockClient::redlock(nodes.iter().map(RedisServer::url))
         .lease(Duration::from_secs(1))
+        .watchdog_interval(Duration::from_millis(100))
         .build()
         .unwrap();
-    let guard = locks.lock("quorum").await.unwrap();
+    let guard = retry_unavailable(|| locks.lock("quorum")).await.unwrap();
     nodes[0].restart();
     let until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < until {
@@ -229,9 +244,8 @@ async fn fence_floors_expire_with_the_lease() {
     let lease = Duration::from_millis(500);
     let mut last = 0;
     for i in 0..50 {
-        let guard = locks
-            .lock(format!("floor_{}", i % 5))
-            .lease(lease)
+        let name = format!("floor_{}", i % 5);
+        let guard = retry_unavailable(|| locks.lock(name.as_str()).lease(lease))
             .await
             .unwrap();
         if i % 5 == 0 {

@@ -11,7 +11,8 @@ use axum::http::{header, Response, StatusCode};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use distlock_tests::locks::{self, exists, lock_key, wait_gone, GENEROUS};
-use distlock_tests::RedisServer;
+use distlock_tests::{RedisServer, TcpProxy};
+use futures_util::future::join_all;
 use lock_core::{LockClient, LockInfo};
 use lock_tower::{
     DistributedLockLayer, DistributedSemaphoreLayer, KeyError, OnLost, OutagePolicy, RejectionKind,
@@ -21,6 +22,7 @@ use redis::AsyncCommands;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::Instant;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers: serving a router, a minimal HTTP/1.1 client.
@@ -333,7 +335,7 @@ async fn missing_key_parameter_answers_400_without_locking() {
 async fn redis_down_answers_503_or_fails_open() {
     let mut server = RedisServer::start();
     let client = locks::builder(&server.url())
-        .command_timeout(Duration::from_millis(500))
+        .command_timeout(Duration::from_secs(2))
         .build()
         .unwrap();
     let closed = item_layer(client.clone(), Duration::from_millis(500));
@@ -363,6 +365,57 @@ async fn redis_down_answers_503_or_fails_open() {
     assert_eq!(reply.headers["retry-after"], "5", "{reply:?}");
     let reply = send(addr, "POST", "/open/items/7/buy").await;
     assert_eq!((reply.status, reply.body.as_str()), (200, "locked: false"));
+}
+
+/// While the client knows Redis is down, the layer answers 503 at once: requests find the
+/// outage (a black hole: each waits the command timeout) until the client knows of it (its
+/// own acquisitions are refused at once); then of 20 sent together at most one (the client's
+/// probe) goes to Redis; the others are answered, 503 with `Retry-After: 5`, before a call to
+/// the black hole could have timed out. Redis back, the next probe sees it and requests pass
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_known_down_answers_503_at_once_and_recovers() {
+    const TIMEOUT: Duration = Duration::from_secs(5);
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.addr());
+    let client = locks::builder(&proxy.url())
+        .command_timeout(TIMEOUT)
+        .build()
+        .unwrap();
+    let app = Router::new().route(
+        "/items/{id}/buy",
+        post(ok_handler).route_layer(item_layer(client.clone(), Duration::ZERO)),
+    );
+    let addr = serve(app).await;
+    assert_eq!(send(addr, "POST", "/items/1/buy").await.status, 200);
+    proxy.blackhole(true);
+    assert_eq!(send(addr, "POST", "/items/1/buy").await.status, 503);
+    let deadline = Instant::now() + GENEROUS * 3;
+    loop {
+        match client.lock("probe").await {
+            Err(lock_core::LockError::Unavailable { .. }) => break,
+            Err(e) if e.is_unavailable() && Instant::now() < deadline => {}
+            other => panic!("not refused at once within the bound: {other:?}"),
+        }
+    }
+    let paths: Vec<String> = (0..20).map(|i| format!("/items/{i}/buy")).collect();
+    let replies = join_all(paths.iter().map(|path| async move {
+        let started = Instant::now();
+        (send(addr, "POST", path).await, started.elapsed())
+    }))
+    .await;
+    for (reply, _) in &replies {
+        assert_eq!(reply.status, 503, "{reply:?}");
+        assert_eq!(reply.headers["retry-after"], "5", "{reply:?}");
+    }
+    let at_once = replies.iter().filter(|(_, took)| *took < TIMEOUT).count();
+    assert!(at_once >= 19, "answered at once: {at_once} of 20");
+    proxy.blackhole(false);
+    let deadline = Instant::now() + GENEROUS;
+    while send(addr, "POST", "/items/1/buy").await.status != 200 {
+        assert!(Instant::now() < deadline, "no 200 since redis came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

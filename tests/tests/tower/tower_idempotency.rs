@@ -219,6 +219,18 @@ async fn post_key_less(addr: SocketAddr) -> Reply {
     send(addr, "POST", "", &[], b"x").await
 }
 
+/// Redis down: 503 with the lock layer's `Retry-After: 5`, and the handler does not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_is_503_with_retry_after() {
+    let mut server = RedisServer::start();
+    let app = EchoApp::start(locks::client(&server.url()), |layer| layer).await;
+    server.kill();
+    let reply = post_key(app.addr, "k-down", b"x").await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE, "{reply:?}");
+    assert_eq!(reply.headers["retry-after"], "5", "{reply:?}");
+    assert_eq!(app.runs(), 0);
+}
+
 /// A duplicate while the first runs is told to come back later; nothing in the answer says
 /// who holds the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -16,12 +17,12 @@ use crate::protocol::name::LockName;
 /// together (on one connection Redis runs them in that order), so the caller waits one
 /// round trip. Errors are logged (each such lock expires with its lease).
 pub(super) async fn release_reversed(guards: Vec<LockGuard>) -> Option<LockError> {
+    let client = Arc::clone(&guards.first()?.held().client);
     let releases = guards.into_iter().rev().map(LockGuard::release);
     let mut first_error = None;
     for result in futures_util::future::join_all(releases).await {
         if let Err(error) = result {
-            tracing::warn!(lock = error.name().map(tracing::field::display), %error,
-                "releasing a multi-lock's name failed");
+            (client.health).log_failure(&error, "releasing a multi-lock's name failed");
             first_error.get_or_insert(error);
         }
     }

@@ -122,6 +122,7 @@ impl MultiLockRequest {
         if self.engine.holds.is_closed() {
             return Err(LockError::ShutDown { name: first });
         }
+        self.engine.health.admit(&first)?;
         let (order, keys) = self.global_order()?;
         let first_given = order.iter().position(|n| *n == first).unwrap_or(0);
         let deadline = self.options.wait.map(|wait| Instant::now() + wait);
