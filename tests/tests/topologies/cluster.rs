@@ -49,36 +49,58 @@ async fn companion_keys_share_the_slot() {
         })
         .await;
         let lock = holder.inspect(name).await.unwrap().key().to_vec();
-        let named = |item: &Vec<u8>| item.windows(lock.len()).any(|w| w == lock.as_slice());
         let slot = keyslot(&mut conns[0], &lock).await;
-        let (mut keys, mut channels, mut homes) = (0, 0, Vec::new());
-        for (i, conn) in conns.iter_mut().enumerate() {
-            let found: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query_async(conn).await.unwrap();
-            // Sharded pub/sub: the subscription lives on the node that owns the slot.
-            let subscribed: Vec<Vec<u8>> = redis::cmd("PUBSUB")
-                .arg("SHARDCHANNELS")
-                .query_async(conn)
-                .await
-                .unwrap();
-            for item in found.iter().filter(|k| named(k)) {
-                assert_eq!(keyslot(conn, item).await, slot, "{name}: {item:?}");
-                (keys, homes) = (keys + 1, [homes, vec![i]].concat());
+        // The waiter's client registers its channels before Redis has the subscriptions:
+        // wait until the lock, its queue and both shard channels are all there.
+        let deadline = tokio::time::Instant::now() + GENEROUS;
+        let (keys, channels) = loop {
+            let (keys, channels) = survey(&mut conns, &lock).await;
+            if keys.len() == 2 && channels.len() == 2 {
+                break (keys, channels);
             }
-            for item in subscribed.iter().filter(|c| named(c)) {
-                assert_eq!(keyslot(conn, item).await, slot, "{name}: {item:?}");
-                (channels, homes) = (channels + 1, [homes, vec![i]].concat());
-            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name}: {keys:?} (lock, queue) and {channels:?} (the waiter's release and \
+                 grants shard channels) after {GENEROUS:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let mut homes = Vec::new();
+        for (i, item) in keys.iter().chain(&channels) {
+            assert_eq!(
+                keyslot(&mut conns[*i], item).await,
+                slot,
+                "{name}: {item:?}"
+            );
+            homes.push(*i);
         }
         homes.dedup();
-        assert_eq!(keys, 2, "{name}: lock, queue");
-        assert_eq!(
-            channels, 2,
-            "{name}: the waiter's release and grants shard channels"
-        );
         assert_eq!(homes.len(), 1, "{name}: keys and channel on several nodes");
         guard.release().await.unwrap();
         waiting.await.unwrap().unwrap().release().await.unwrap();
     }
+}
+
+/// The keys (lock, queue) and the shard channels on each node whose name holds `lock`, with
+/// the node's index.
+async fn survey(
+    conns: &mut [redis::aio::MultiplexedConnection],
+    lock: &[u8],
+) -> (Vec<(usize, Vec<u8>)>, Vec<(usize, Vec<u8>)>) {
+    let named = |item: &Vec<u8>| item.windows(lock.len()).any(|w| w == lock);
+    let (mut keys, mut channels) = (Vec::new(), Vec::new());
+    for (i, conn) in conns.iter_mut().enumerate() {
+        let found: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query_async(conn).await.unwrap();
+        // Sharded pub/sub: the subscription lives on the node that owns the slot.
+        let subscribed: Vec<Vec<u8>> = redis::cmd("PUBSUB")
+            .arg("SHARDCHANNELS")
+            .query_async(conn)
+            .await
+            .unwrap();
+        keys.extend(found.into_iter().filter(named).map(|k| (i, k)));
+        channels.extend(subscribed.into_iter().filter(named).map(|c| (i, c)));
+    }
+    (keys, channels)
 }
 
 /// 3 clients × 4 tasks over 6 names spread across the masters: no overlap on any name, and
