@@ -1,4 +1,4 @@
-//! Taking a lock: re-entry, the acquire script, and waiting in the fair queue.
+//! Taking a lock: re-entry, the acquire function, and waiting in the fair queue.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -357,7 +357,7 @@ impl Attempter<'_> {
             waited = ?started.elapsed(), attempts, woken, "acquired");
     }
 
-    /// One run of the acquire script on every node (idempotent: a retry after a lost reply
+    /// One call of the acquire function on every node (idempotent: a retry after a lost reply
     /// is safe). Held when a quorum granted it with validity left; a minority grant is undone.
     async fn try_once(&self, waiter_ttl: Duration) -> Result<Attempt, LockError> {
         let started = Instant::now();

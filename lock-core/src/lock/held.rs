@@ -26,7 +26,7 @@ pub(crate) struct Held {
     pub(crate) name: LockName,
     pub(crate) keys: LockKeys,
     /// A semaphore's capacity as its holder sees it (1 for the other kinds), an argument
-    /// of its release script.
+    /// of its release function.
     pub(crate) capacity: u32,
     pub(crate) owner: String,
     pub(crate) token: u64,

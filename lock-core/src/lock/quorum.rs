@@ -32,7 +32,7 @@ pub(crate) struct AcquireTally {
 }
 
 impl AcquireTally {
-    /// Tallies the answers of the acquire script.
+    /// Tallies the answers of the acquire function.
     pub(crate) fn of(answers: Vec<Result<AcquireReply, LockError>>) -> Self {
         let mut tally = Self::default();
         for answer in answers {

@@ -1,6 +1,6 @@
 //! One renewal task per client: every tick, every held watchdog lock is renewed in one
-//! round trip (a batch script per 512 locks, all batches in flight at once on the
-//! multiplexed connection), not one timer per lock. On a Cluster a script may only touch
+//! round trip (a batch call per 512 locks, all batches in flight at once on the
+//! multiplexed connection), not one timer per lock. On a Cluster a function call may only touch
 //! one slot, so batches are made per slot (still all in flight at once).
 
 use std::collections::HashMap;
@@ -20,7 +20,7 @@ use crate::protocol::calls;
 use crate::protocol::replies::RenewReply;
 use crate::transport::backend::Conn;
 
-/// Locks per renewal script: keeps each script short so Redis never stalls on one.
+/// Locks per renewal call: keeps each call short so Redis never stalls on one.
 const BATCH: usize = 512;
 
 /// The locks the watchdog keeps alive, by the address of their shared state.
@@ -115,7 +115,7 @@ async fn renew(client: &Engine, due: &[Arc<Held>]) {
     tracing::trace!(locks = due.len(), "renewed");
 }
 
-/// Splits the locks into script calls: per 512 locks, and per slot on a Cluster.
+/// Splits the locks into function calls: per 512 locks, and per slot on a Cluster.
 #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
 fn batches(due: &[Arc<Held>], conn: &Conn) -> Vec<Vec<Arc<Held>>> {
     #[cfg(feature = "cluster")]

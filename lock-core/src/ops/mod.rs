@@ -151,7 +151,7 @@ impl LockClient {
         name: impl Into<LockName>,
     ) -> Result<Option<usize>, LockError> {
         let name = name.into();
-        // The holders to tell, and the mode: a read-write lock or a semaphore has scripts of
+        // The holders to tell, and the mode: a read-write lock or a semaphore has functions of
         // its own (one Redis: no Redlock). A holder that changes between this read and the
         // delete is not told, and learns at its next renewal.
         let state = self.inspect(&name).await?;

@@ -69,7 +69,7 @@ pub struct HolderInfo {
 }
 
 impl HolderInfo {
-    /// Parses the fields the scripts answer: owner, service, host, pid, acquired-at (ms since
+    /// Parses the fields the functions answer: owner, service, host, pid, acquired-at (ms since
     /// the Unix epoch) and request id. `None` when there is no record.
     pub(crate) fn from_fields(fields: &[String]) -> Option<Self> {
         let [owner, service, host, pid, at, request_id] = fields else {
@@ -85,7 +85,7 @@ impl HolderInfo {
         })
     }
 
-    /// Reads a record as the scripts store it — token, owner, then service, host, pid and
+    /// Reads a record as the functions store it — token, owner, then service, host, pid and
     /// request id when recorded, joined by byte 31 — into the token (0 without one) and the
     /// holder (`None` without metadata). Parsed here, not in Lua: a busy answer costs Redis
     /// no string work.

@@ -111,7 +111,7 @@ impl fmt::Debug for LockName {
 /// `redisson_lock__channel:{<lock key>}` for a lock, `redisson_rwlock:{<lock key>}` for a
 /// read-write lock, see [`LockMode::channel_prefix`]) contains the lock key, and every
 /// companion key is a constant prefix before the same `{<lock key>}`. So deriving the keys of a lock costs one
-/// allocation, and the companions are written straight into the script call.
+/// allocation, and the companions are written straight into the function call.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LockKeys {
     channel: Vec<u8>,
@@ -146,13 +146,13 @@ impl LockKeys {
         }
     }
 
-    /// The same keys, on a Cluster when `sharded`: their scripts check for a migration.
+    /// The same keys, on a Cluster when `sharded`: their functions check for a migration.
     pub(crate) fn sharded(mut self, sharded: bool) -> Self {
         self.sharded = sharded;
         self
     }
 
-    /// Whether the lock lives on a Cluster (its scripts check for a migration).
+    /// Whether the lock lives on a Cluster (its functions check for a migration).
     pub(crate) fn is_sharded(&self) -> bool {
         self.sharded
     }

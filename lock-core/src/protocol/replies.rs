@@ -141,7 +141,7 @@ impl FromRedisValue for ForceReleaseReply {
 pub(crate) struct InspectReply {
     /// The key is a lock of some kind (a hash, or a semaphore's ZSET).
     pub(crate) is_lock: bool,
-    /// The holding owner and its hold count (the hash's first owner field; the script
+    /// The holding owner and its hold count (the hash's first owner field; the function
     /// leaves the holder record out).
     pub(crate) owner: Option<(String, u64)>,
     /// The lock's remaining lease, when held and expiring.

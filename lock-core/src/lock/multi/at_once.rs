@@ -1,5 +1,5 @@
 //! A multi-lock's uncontended path: every name free and nobody queued, all taken in one
-//! script call (one server, or names of one Cluster slot; not Redlock).
+//! function call (one server, or names of one Cluster slot; not Redlock).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,10 +20,10 @@ use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::MultiAcquireReply;
 
 /// The capacity of a multi-lock's holds: they are exclusive locks, which have none (their
-/// scripts do not read it).
+/// functions do not read it).
 const EXCLUSIVE_CAPACITY: u32 = 1;
 
-/// A multi-lock's uncontended path: every name in one script call.
+/// A multi-lock's uncontended path: every name in one function call.
 pub(super) struct AtOnce {
     pub(super) inner: Arc<Engine>,
     pub(super) names: Vec<LockName>,

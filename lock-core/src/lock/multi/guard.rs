@@ -31,7 +31,7 @@ pub(super) async fn release_reversed(guards: Vec<LockGuard>) -> Option<LockError
 
 /// Proof that every name of a [`MultiLockRequest`](crate::MultiLockRequest) is held: one [`LockGuard`] per distinct
 /// name, in the order they were taken. When every name was free, they were all taken in
-/// one script call (on one server, or names of one Cluster slot). Dropping it releases them all in the background;
+/// one function call (on one server, or names of one Cluster slot). Dropping it releases them all in the background;
 /// [`release`](Self::release) releases them in reverse order and reports the outcome.
 #[must_use = "dropping the guard releases the locks at once"]
 pub struct MultiLockGuard {

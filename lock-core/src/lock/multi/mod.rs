@@ -8,7 +8,7 @@
 //! names re-enters it.
 //!
 //! By concept: the request and the one-by-one path ([`request`]), the uncontended path
-//! that takes every name in one script call ([`at_once`]), and the guard of them all
+//! that takes every name in one function call ([`at_once`]), and the guard of them all
 //! ([`guard`]).
 
 mod at_once;
