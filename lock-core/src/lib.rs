@@ -176,9 +176,8 @@ pub use idempotent::{Begin, Idempotency, InFlight, Stored, DEFAULT_RETENTION};
 pub use job::outcome::{JobOutcome, Skipped};
 pub use job::request::JobRequest;
 pub use lock::guard::{LockGuard, Lost, Release};
-pub use lock::guarded::{Guarded, GuardedRun};
+pub use lock::guarded::{Guarded, GuardedRun, OnLost};
 pub use lock::multi::{MultiLockGuard, MultiLockRequest, MultiLost};
-pub use lock::options::OnLost;
 pub use lock::request::LockRequest;
 pub use lock::scope::{
     current_lock, scope, with_lock_info, InScope, LockInfo, OwnerScope, WithLockInfo,

@@ -33,14 +33,14 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn read_lock(&self, name: impl Into<LockName>) -> LockRequest {
-        LockRequest::new(Arc::clone(&self.inner), name.into(), LockMode::Read)
+        self.request(name.into(), LockMode::Read)
     }
 
     /// Starts a request for the write side of the read-write lock `name`: held alone, with
     /// no reader and no other writer; see [`read_lock`](Self::read_lock). Its fencing token
     /// is above every token issued before for the name, to readers and writers alike.
     pub fn write_lock(&self, name: impl Into<LockName>) -> LockRequest {
-        LockRequest::new(Arc::clone(&self.inner), name.into(), LockMode::Write)
+        self.request(name.into(), LockMode::Write)
     }
 
     /// Starts a request for one permit of the semaphore `name`, of which at most `permits`
@@ -67,7 +67,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn semaphore(&self, name: impl Into<LockName>, permits: u32) -> LockRequest {
-        LockRequest::new(Arc::clone(&self.inner), name.into(), LockMode::Permit).permits(permits)
+        self.request(name.into(), LockMode::Permit).permits(permits)
     }
 
     /// Starts a request for several locks at once, all or nothing: a transfer locks both
@@ -90,9 +90,7 @@ impl LockClient {
         I: IntoIterator<Item = N>,
         N: Into<LockName>,
     {
-        MultiLockRequest::new(
-            Arc::clone(&self.inner),
-            names.into_iter().map(Into::into).collect(),
-        )
+        let (engine, holds) = (Arc::clone(&self.engine), Arc::clone(&self.holds));
+        MultiLockRequest::new(engine, holds, names.into_iter().map(Into::into).collect())
     }
 }

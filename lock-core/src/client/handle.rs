@@ -1,5 +1,6 @@
-//! The client handle: the public façade over the lock engine ([`Engine`]), which owns the
-//! connections, settings and background tasks.
+//! The client handle: the public façade over the lock engine ([`Engine`]: connections,
+//! settings, the calls to Redis) and the client's holds ([`Holds`]: renewed by the
+//! watchdog task, revoked, shut down together).
 
 use std::fmt;
 use std::future::Future;
@@ -10,7 +11,9 @@ use crate::client::builder::LockClientBuilder;
 use crate::error::LockError;
 use crate::lock::config::Config;
 use crate::lock::engine::Engine;
+use crate::lock::holds::Holds;
 use crate::lock::request::LockRequest;
+use crate::lock::watchdog;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 use crate::transport::connect::{Tls, Topology};
@@ -29,12 +32,15 @@ use crate::transport::connect::{Tls, Topology};
 /// ```
 #[derive(Clone)]
 pub struct LockClient {
-    pub(crate) inner: Arc<Engine>,
+    /// What every call to Redis goes through.
+    pub(crate) engine: Arc<Engine>,
+    /// Every hold taken through this client: renewed, revoked and shut down together.
+    pub(crate) holds: Arc<Holds>,
 }
 
 impl fmt::Debug for LockClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.inner.fmt(f)
+        self.engine.fmt(f)
     }
 }
 
@@ -134,7 +140,13 @@ impl LockClient {
     /// Starts a request for the lock `name`; `.await` it to acquire (waiting up to the
     /// client's default wait), or set `.lease(…)`, `.wait(…)` first.
     pub fn lock(&self, name: impl Into<LockName>) -> LockRequest {
-        LockRequest::new(Arc::clone(&self.inner), name.into(), LockMode::Exclusive)
+        self.request(name.into(), LockMode::Exclusive)
+    }
+
+    /// A request for a hold of `name` of `kind` through this client.
+    pub(crate) fn request(&self, name: LockName, kind: LockMode) -> LockRequest {
+        let (engine, holds) = (Arc::clone(&self.engine), Arc::clone(&self.holds));
+        LockRequest::new(engine, holds, name, kind)
     }
 
     /// Runs `fut` under the lock `name` and releases it afterwards, whatever happens
@@ -162,16 +174,17 @@ impl LockClient {
         tls: Option<&Tls>,
         config: Config,
     ) -> Result<Self, LockError> {
-        Ok(Self {
-            inner: Engine::start(topology, tls, config)?,
-        })
+        let engine = Engine::start(topology, tls, config)?;
+        let holds = Arc::new(Holds::default());
+        watchdog::start(&engine, &holds);
+        Ok(Self { engine, holds })
     }
 
     /// How long a request of this client waits for a busy lock unless it says otherwise
     /// ([`LockClientBuilder::wait`]); `None` waits until the lock is free. The macro and
     /// lock-tower's layer use it too, so one setting governs every wait.
     pub fn default_wait(&self) -> Option<Duration> {
-        self.inner.config.wait
+        self.engine.config.wait
     }
 
     /// True when this client can take holds of `mode`: every kind on one server, a Cluster
@@ -180,21 +193,21 @@ impl LockClient {
     /// [`LockError::InvalidRequest`]). Lets a layer or a service refuse a setup at start
     /// rather than on every request.
     pub fn supports(&self, mode: LockMode) -> bool {
-        mode.unsupported(1, self.inner.nodes.len()).is_none()
+        mode.unsupported(1, self.engine.nodes.len()).is_none()
     }
 
     /// The UUID that starts this client's Redis owner ids.
     pub fn id(&self) -> &str {
-        &self.inner.id
+        &self.engine.id
     }
 
     /// Number of locks the watchdog currently renews.
     pub fn renewing(&self) -> usize {
-        self.inner.watchdog.len()
+        self.holds.renewed().len()
     }
 
     /// Number of release channels with a waiter of this client subscribed.
     pub fn waited_channels(&self) -> usize {
-        self.inner.waiters.channel_count()
+        self.engine.waiters.channel_count()
     }
 }

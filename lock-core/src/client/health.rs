@@ -26,10 +26,10 @@ impl LockClient {
     /// # Cancel safety
     /// Read-only: dropping the future changes nothing.
     pub async fn ping(&self) -> Result<(), LockError> {
-        let inner = &self.inner;
+        let engine = &self.engine;
         let name = LockName::from("(ping)");
-        let timeout = inner.config.command_timeout;
-        let pings = inner.nodes.iter().map(|conn| {
+        let timeout = engine.config.command_timeout;
+        let pings = engine.nodes.iter().map(|conn| {
             let (mut conn, name) = (conn.clone(), &name);
             async move {
                 let pong: Result<String, _> =
@@ -38,9 +38,9 @@ impl LockClient {
             }
         });
         let answers = join_all(pings).await;
-        inner.health.observe(&answers);
+        engine.health.observe(&answers);
         let ok = answers.iter().filter(|a| a.is_ok()).count();
-        if ok >= inner.quorum() {
+        if ok >= engine.quorum() {
             return Ok(());
         }
         Err(answers
@@ -53,6 +53,6 @@ impl LockClient {
     /// Redlock client), until a call succeeds again: a cheap hint, without a round trip, for
     /// a health endpoint or for not waiting on Redis. [`ping`](Self::ping) asks Redis.
     pub fn is_reachable(&self) -> bool {
-        self.inner.health.is_reachable()
+        self.engine.health.is_reachable()
     }
 }

@@ -35,7 +35,7 @@ impl LockClient {
     /// The client is shut down at the first poll; releases not sent yet when the future is
     /// dropped end with their leases.
     pub async fn shutdown(&self) -> Result<usize, LockError> {
-        let holds = self.inner.holds.close();
+        let holds = self.holds.close();
         let releases = holds.into_iter().map(|held| held.release_in_redis());
         let mut released = 0;
         let mut first_error = None;
@@ -49,13 +49,13 @@ impl LockClient {
                 Err(_) => {}
             }
         }
-        self.inner.stop.cancel();
+        self.engine.stop.cancel();
         tracing::info!(released, "lock client shut down");
         first_error.map_or(Ok(released), Err)
     }
 
     /// True once [`shutdown`](Self::shutdown) was called on this client or a clone.
     pub fn is_shut_down(&self) -> bool {
-        self.inner.holds.is_closed()
+        self.holds.is_closed()
     }
 }

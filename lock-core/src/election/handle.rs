@@ -96,7 +96,7 @@ impl Election {
         let keys = self.keys()?;
         check_value(&self.name, self.value.as_deref())?;
         let in_scope = Scope::current()
-            .is_some_and(|scope| scope.holds_any(&self.client.inner.id, iter::once(keys.lock())));
+            .is_some_and(|scope| scope.holds_any(&self.client.engine.id, iter::once(keys.lock())));
         if in_scope {
             return Err(self.invalid(
                 "this task's reentrancy scope already leads this election: campaign from \
@@ -128,7 +128,7 @@ impl Election {
     /// errors.
     pub async fn leader(&self) -> Result<Option<Leader>, LockError> {
         let keys = self.keys()?;
-        leader::read(&self.client.inner, &self.name, &keys).await
+        leader::read(&self.client.engine, &self.name, &keys).await
     }
 
     /// Every change of leader, as a [`Stream`](futures_util::Stream): first who leads now,
@@ -144,7 +144,7 @@ impl Election {
     /// Under Redlock (or for an invalid name) it yields nothing and logs the error.
     pub fn observe(&self) -> Observe {
         Observe::new(
-            std::sync::Arc::clone(&self.client.inner),
+            std::sync::Arc::clone(&self.client.engine),
             self.name.clone(),
             self.keys(),
         )
@@ -152,14 +152,14 @@ impl Election {
 
     /// The keys of the election: one Redis only.
     fn keys(&self) -> Result<LockKeys, LockError> {
-        let inner: &Engine = &self.client.inner;
-        if inner.nodes.len() > 1 {
+        let engine: &Engine = &self.client.engine;
+        if engine.nodes.len() > 1 {
             return Err(self.invalid(
                 "elections need one Redis (a server, Sentinel or a Cluster): under Redlock \
                  no single record names the leader",
             ));
         }
-        inner.keys(&self.name, LockMode::Exclusive)
+        engine.keys(&self.name, LockMode::Exclusive)
     }
 
     fn invalid(&self, reason: &str) -> LockError {

@@ -102,9 +102,9 @@ impl Leadership {
 /// [`LockError::Lost`] when `guard` no longer holds the lock; the Redis errors.
 pub(crate) async fn proclaim(guard: &LockGuard, value: Option<&str>) -> Result<(), LockError> {
     let held = guard.held();
-    let publish = held.client.config.publish;
+    let publish = held.engine.config.publish;
     let call = fleet::proclaim(&held.keys, &held.owner, value.unwrap_or(""), publish);
-    let answer = (held.client)
+    let answer = (held.engine)
         .eval_each(&held.name, held.lease, call)
         .await
         .into_iter()

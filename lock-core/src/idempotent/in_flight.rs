@@ -96,10 +96,10 @@ async fn complete_in_redis(
         token: held.token,
         lease: held.lease,
     };
-    let publish = held.client.config.publish;
+    let publish = held.engine.config.publish;
     let call = complete(&hold, record, value, retention, publish);
-    let mut conn = held.client.conn();
-    let timeout = held.client.config.command_timeout;
+    let mut conn = held.engine.conn();
+    let timeout = held.engine.config.command_timeout;
     call.invoke(&mut conn, &held.name, timeout, timeout).await
 }
 

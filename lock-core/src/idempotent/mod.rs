@@ -137,7 +137,7 @@ impl Idempotency {
     /// Dropping the future leaves the key as it was (an acquisition whose answer was not
     /// seen is undone in the background).
     pub async fn begin(&self, fingerprint: &Fingerprint) -> Result<Begin, IdempotencyError> {
-        if self.client.inner.nodes.len() > 1 {
+        if self.client.engine.nodes.len() > 1 {
             return Err(IdempotencyError::Redlock {
                 key: self.key.clone(),
             });
@@ -178,7 +178,7 @@ impl Idempotency {
 
     /// The record's key: `distlock__idem:{<lock key>}`, in the lock's slot.
     fn record_key(&self) -> Result<Vec<u8>, LockError> {
-        let keys = self.client.inner.keys(&self.key, LockMode::Exclusive)?;
+        let keys = self.client.engine.keys(&self.key, LockMode::Exclusive)?;
         Ok([RECORD_PREFIX.as_bytes(), b"{", keys.lock(), b"}"].concat())
     }
 
@@ -188,10 +188,10 @@ impl Idempotency {
         record: &[u8],
         fingerprint: &Fingerprint,
     ) -> Result<Option<Stored>, IdempotencyError> {
-        let inner = &self.client.inner;
-        let mut conn = inner.conn();
+        let engine = &self.client.engine;
+        let mut conn = engine.conn();
         let get = redis::cmd("GET").arg(record).to_owned();
-        let timeout = inner.config.command_timeout;
+        let timeout = engine.config.command_timeout;
         let value: Option<Vec<u8>> =
             bounded(&self.key, timeout, get.query_async(&mut conn)).await?;
         let Some(value) = value else {

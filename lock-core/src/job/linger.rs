@@ -71,7 +71,7 @@ impl Drop for Lingering {
     fn drop(&mut self) {
         // Dropped with the work (a loss, a panic, a cancelled future): linger all the same.
         if let Some(guard) = self.guard.take() {
-            let (client, name) = (Arc::clone(&guard.held().client), guard.name().clone());
+            let (client, name) = (Arc::clone(&guard.held().engine), guard.name().clone());
             finish_in_background(client, name, release_at(guard, self.until));
         }
     }
@@ -97,7 +97,7 @@ pub(crate) async fn release_at(guard: LockGuard, until: Instant) -> Result<(), L
     }
     let call = fleet::linger(&held.keys, &held.owner, remaining);
     let kept = |answers: &[Result<i64, LockError>]| answers.iter().any(|a| matches!(a, Ok(1)));
-    let answers = (held.client)
+    let answers = (held.engine)
         .eval_until(&held.name, held.lease, call, kept)
         .await;
     tracing::debug!(lock = %held.name, owner = %held.owner, ?remaining, "lingering");

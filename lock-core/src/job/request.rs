@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -14,7 +13,7 @@ use crate::error::LockError;
 use crate::job::linger::Lingering;
 use crate::job::outcome::{JobOutcome, Skipped};
 use crate::lock::guarded::GuardedRun;
-use crate::lock::options::OnLost;
+use crate::lock::guarded::OnLost;
 use crate::lock::request::LockRequest;
 use crate::lock::scope::scope;
 use crate::lock::time::later;
@@ -77,7 +76,8 @@ impl fmt::Debug for JobRequest {
 impl JobRequest {
     pub(crate) fn new(client: LockClient, name: LockName) -> Self {
         Self {
-            request: LockRequest::new(Arc::clone(&client.inner), name, LockMode::Exclusive)
+            request: client
+                .request(name, LockMode::Exclusive)
                 .wait(Duration::ZERO),
             hold_at_least: None,
             on_lost: OnLost::Abort,

@@ -13,10 +13,11 @@ use crate::lock::config::check_request_lease;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::held::{Acquired, Held};
+use crate::lock::holds::Holds;
+use crate::lock::options::RequestOptions;
 use crate::lock::pending::{leave, Pending};
 use crate::lock::quorum::AcquireTally;
 use crate::lock::replicas::replicated;
-use crate::lock::request::LockRequest;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::lock::time::{drift, later};
 use crate::metrics::{self, MetricsLabel};
@@ -52,36 +53,42 @@ enum Attempt {
     Busy(Option<Duration>, Option<Box<HolderInfo>>, u64),
 }
 
-pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError> {
-    let inner = Arc::clone(&request.engine);
-    let options = request.options;
+/// Takes a hold of `name` of `kind` (`permits`: a semaphore's capacity as the caller sees
+/// it, 1 for the other kinds) through `engine`, registered in `holds`: re-entered from the
+/// caller's scope, or acquired in Redis — at once, or after waiting in the fair queue.
+pub(crate) async fn acquire(
+    engine: Arc<Engine>,
+    holds: Arc<Holds>,
+    name: LockName,
+    kind: LockMode,
+    permits: u32,
+    options: RequestOptions,
+) -> Result<LockGuard, LockError> {
     let watchdog = options.watchdog();
-    let lease = options.lease_on(&inner);
-    let name = request.name;
-    let kind = request.kind;
-    if inner.holds.is_closed() {
+    let lease = options.lease_on(&engine);
+    if holds.is_closed() {
         return Err(LockError::ShutDown { name });
     }
     check_request_lease(&name, lease)?;
-    check_kind(&inner, &name, kind, request.permits)?;
-    inner.health.admit(&name)?;
-    let keys = inner.keys(&name, kind)?;
+    check_kind(&engine, &name, kind, permits)?;
+    engine.health.admit(&name)?;
+    let keys = engine.keys(&name, kind)?;
     let scope = Scope::current();
     if let Some(held) = scope
         .as_ref()
-        .and_then(|s| s.reenter(&inner.id, keys.lock()))
+        .and_then(|s| s.reenter(&engine.id, keys.lock()))
     {
-        return reentered(held, kind);
+        return reentered(held, scope, kind);
     }
     let label = options.label;
     let attempter = Attempter {
-        owner: owner_id(&inner.id, next_owner_number(), kind),
-        inner: &inner,
+        owner: owner_id(&engine.id, next_owner_number(), kind),
+        engine: &engine,
         name: &name,
         keys: &keys,
-        capacity: request.permits,
+        capacity: permits,
         lease,
-        meta: inner.holder_meta(options.request_id.as_deref()),
+        meta: engine.holder_meta(options.request_id.as_deref()),
         label: &label,
         contended: AtomicBool::new(false),
     };
@@ -105,14 +112,14 @@ pub(crate) async fn acquire(request: LockRequest) -> Result<LockGuard, LockError
                 label: label.clone(),
             };
             // The guard exists before the next `.await`: dropped from here on, it releases.
-            let guard = LockGuard::granted(&inner, acquired, scope);
-            if inner.holds.is_closed() {
+            let guard = LockGuard::granted(&engine, &holds, acquired, scope);
+            if holds.is_closed() {
                 // Granted while the client shut down: the hold was given back.
                 return Err(LockError::ShutDown {
                     name: guard.name().clone(),
                 });
             }
-            match inner.config.min_replicas {
+            match engine.config.min_replicas {
                 // Boxed: a rare path, kept out of every acquisition's future.
                 Some((replicas, timeout)) => Box::pin(replicated(guard, replicas, timeout)).await,
                 None => Ok(guard),
@@ -141,12 +148,12 @@ pub(crate) fn owner_id(client: &str, number: u64, kind: LockMode) -> String {
 /// Refuses what a kind cannot do: a semaphore without permits, and the shared kinds under
 /// Redlock (a reader set or a permit count cannot be voted on node by node).
 fn check_kind(
-    inner: &Engine,
+    engine: &Engine,
     name: &LockName,
     kind: LockMode,
     permits: u32,
 ) -> Result<(), LockError> {
-    match kind.unsupported(permits, inner.nodes.len()) {
+    match kind.unsupported(permits, engine.nodes.len()) {
         None => Ok(()),
         Some(reason) => Err(LockError::InvalidRequest {
             name: name.clone(),
@@ -155,9 +162,13 @@ fn check_kind(
     }
 }
 
-fn reentered(held: Arc<Held>, wanted: LockMode) -> Result<LockGuard, LockError> {
+fn reentered(
+    held: Arc<Held>,
+    scope: Option<Arc<Scope>>,
+    wanted: LockMode,
+) -> Result<LockGuard, LockError> {
     let held_kind = held.keys.mode();
-    let guard = LockGuard::new(held);
+    let guard = LockGuard::reentered(held, scope);
     if !held_kind.covers(wanted) {
         // Dropping the guard gives the hold back.
         return Err(LockError::InvalidRequest {
@@ -175,7 +186,7 @@ fn reentered(held: Arc<Held>, wanted: LockMode) -> Result<LockGuard, LockError> 
 
 /// One acquisition's attempts: what they send, and what the clean-up guard needs.
 struct Attempter<'a> {
-    inner: &'a Arc<Engine>,
+    engine: &'a Arc<Engine>,
     name: &'a LockName,
     keys: &'a LockKeys,
     /// A semaphore's capacity as this caller sees it (1 for the other kinds).
@@ -197,7 +208,7 @@ impl Attempter<'_> {
         let deadline = wait.map(|w| later(started, w));
         // Redlock nodes would each queue and grant on their own: there, waiters retry instead
         // (and listen for releases only: no grant comes).
-        let redlock = self.inner.nodes.len() > 1;
+        let redlock = self.engine.nodes.len() > 1;
         let waiter_ttl = if wait == Some(Duration::ZERO) || redlock {
             Duration::ZERO
         } else {
@@ -205,7 +216,7 @@ impl Attempter<'_> {
         };
         // Until disarmed, dropping this leaves the queue or undoes an unseen acquisition.
         let pending = Pending::new(
-            self.inner,
+            self.engine,
             self.keys,
             self.capacity,
             &self.owner,
@@ -216,7 +227,7 @@ impl Attempter<'_> {
         // first attempt, so that a busy answer needs no retry after subscribing.
         let mut subscription: Option<Subscription> = match wait {
             Some(Duration::ZERO) => None,
-            _ => (self.inner.waiters).join_live(self.keys, &self.owner, !redlock),
+            _ => (self.engine.waiters).join_live(self.keys, &self.owner, !redlock),
         };
         let mut woken = None;
         // A grant whose token is not above a holder's token seen since was superseded (it
@@ -256,8 +267,8 @@ impl Attempter<'_> {
             }
             let Some(sub) = subscription.as_mut() else {
                 // Subscribe, then retry at once: a release before the subscription is not lost.
-                let timeout = self.inner.config.command_timeout;
-                let waiters = &self.inner.waiters;
+                let timeout = self.engine.config.command_timeout;
+                let waiters = &self.engine.waiters;
                 let joined = waiters.subscribe(self.keys, &self.owner, timeout, !redlock);
                 subscription = Some(joined.await);
                 continue;
@@ -311,16 +322,16 @@ impl Attempter<'_> {
     /// majority a later token could be lower, so the caller must not hand this one out. One
     /// server: nothing to do.
     async fn raise_fences(&self, token: u64) -> Result<(), LockError> {
-        if self.inner.nodes.len() == 1 {
+        if self.engine.nodes.len() == 1 {
             return Ok(());
         }
         let call = calls::fence_floor(self.keys, token, self.lease);
-        let quorum = self.inner.quorum();
+        let quorum = self.engine.quorum();
         let raised = |answers: &[Result<i64, LockError>]| {
             answers.iter().filter(|a| a.is_ok()).count() >= quorum
         };
         let answers = self
-            .inner
+            .engine
             .eval_until(self.name, self.lease, call, raised)
             .await;
         if raised(&answers) {
@@ -342,7 +353,7 @@ impl Attempter<'_> {
     /// Leaves the queue, and undoes a grant this attempter did not keep.
     async fn leave(&self) {
         leave(
-            self.inner,
+            self.engine,
             self.keys,
             self.capacity,
             &self.owner,
@@ -361,7 +372,7 @@ impl Attempter<'_> {
     /// is safe). Held when a quorum granted it with validity left; a minority grant is undone.
     async fn try_once(&self, waiter_ttl: Duration) -> Result<Attempt, LockError> {
         let started = Instant::now();
-        let publish = self.inner.config.publish;
+        let publish = self.engine.config.publish;
         let call = calls::acquire(
             self.keys,
             &self.owner,
@@ -374,7 +385,7 @@ impl Attempter<'_> {
         // A granting quorum settles it; any other outcome waits for every node, so that a
         // minority grant is known and undone below (one left unseen on a slow node would
         // block that node for a whole lease).
-        let quorum = self.inner.quorum();
+        let quorum = self.engine.quorum();
         let granted = |answers: &[Result<AcquireReply, LockError>]| {
             let acquired = answers
                 .iter()
@@ -382,7 +393,7 @@ impl Attempter<'_> {
             acquired.count() >= quorum
         };
         let answers = self
-            .inner
+            .engine
             .eval_until(self.name, self.lease, call, granted)
             .await;
         let tally = AcquireTally::of(answers);

@@ -1,6 +1,7 @@
-//! The execution layer below the client façade: what a request, a hold, the watchdog and
-//! the operator's tools call Redis through. [`LockClient`](crate::LockClient) is a handle
-//! over an [`Engine`]; nothing here calls back up into it.
+//! The bottom of the lock machinery: what a request, a hold, the watchdog and the
+//! operator's tools call Redis through. It knows Redis only — connections, settings, the
+//! topology fan-out, quorum and timeouts — and nothing of the holds made through it (the
+//! client's registry of them, [`Holds`](super::holds::Holds), sits above it).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -15,8 +16,6 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::error::LockError;
 use crate::lock::config::Config;
 use crate::lock::health::Health;
-use crate::lock::holds::Holds;
-use crate::lock::watchdog::{self, Watchdog};
 use crate::protocol::call::Call;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
@@ -25,7 +24,7 @@ use crate::transport::connect::{connect, ConnectOptions, Connections, Tls, Topol
 use crate::transport::waiters::Waiters;
 
 /// The engine of one client: its connections (one, or one per Redlock node), settings and
-/// background tasks, and the calls to Redis every request, hold and operation makes
+/// connection tasks, and the calls to Redis every request, hold and operation makes
 /// through it — the topology fan-out, quorum and per-node timeouts.
 pub(crate) struct Engine {
     /// The UUID that starts every owner id of this client (`<uuid>:<owner number>`).
@@ -38,11 +37,8 @@ pub(crate) struct Engine {
     /// The connection for replica acknowledgements (`WAIT`), with `min_replicas`.
     pub(crate) replication: Option<Conn>,
     pub(crate) waiters: Waiters,
-    pub(crate) watchdog: Watchdog,
     /// Whether Redis answered lately (logged once per outage).
     pub(crate) health: Health,
-    /// Every hold of the client (for revocations and the shutdown).
-    pub(crate) holds: Holds,
     /// Stops the background tasks (at shutdown; the drop guard below when the client goes).
     pub(crate) stop: CancellationToken,
     _stop: DropGuard,
@@ -61,8 +57,8 @@ impl fmt::Debug for Engine {
 const REDLOCK_MIN_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 
 impl Engine {
-    /// Connects (lazily) and starts the background tasks (pub/sub, Sentinel following,
-    /// watchdog) of an engine with a validated `config`.
+    /// Connects (lazily) and starts the background tasks (pub/sub, Sentinel following) of
+    /// an engine with a validated `config`.
     pub(crate) fn start(
         topology: &Topology,
         tls: Option<&Tls>,
@@ -98,25 +94,18 @@ impl Engine {
                 runtime.spawn(follow(sentinels, stop.child_token()));
             }
         }
-        let inner = Arc::new(Engine {
+        let engine = Arc::new(Engine {
             id: uuid::Uuid::new_v4().to_string().into(),
             nodes,
             replication,
             waiters,
-            watchdog: Watchdog::default(),
             health: Health::default(),
-            holds: Holds::default(),
             stop: stop.clone(),
-            _stop: stop.clone().drop_guard(),
+            _stop: stop.drop_guard(),
             holder_meta: config.holder.encode(None),
             config,
         });
-        runtime.spawn(watchdog::run(
-            Arc::downgrade(&inner),
-            inner.config.watchdog_interval,
-            stop,
-        ));
-        Ok(inner)
+        Ok(engine)
     }
 
     /// The holder metadata an acquisition sends: the client's own, borrowed, unless the

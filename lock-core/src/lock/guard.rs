@@ -14,10 +14,12 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 use crate::error::LockError;
 use crate::lock::config::check_request_lease;
 use crate::lock::engine::Engine;
+use crate::lock::guarded::OnLost;
 use crate::lock::guarded::{Guarded, GuardedRun};
 use crate::lock::held::{finish_in_background, Acquired, Held};
-use crate::lock::options::OnLost;
+use crate::lock::holds::Holds;
 use crate::lock::quorum::{renewal, Renewal};
+use crate::lock::revoke;
 use crate::lock::scope::{LockInfo, Scope};
 use crate::protocol::calls;
 use crate::protocol::kind::mode::LockMode;
@@ -37,22 +39,42 @@ use crate::protocol::replies::RenewReply;
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
     held: Arc<Held>,
+    /// The reentrancy scope the hold is shared in, if it was taken inside one.
+    scope: Option<Arc<Scope>>,
     active: bool,
 }
 
 impl LockGuard {
-    pub(crate) fn new(held: Arc<Held>) -> Self {
-        Self { held, active: true }
-    }
-
     /// The guard of a fresh grant: the one place an acquisition becomes a hold (one name's
-    /// acquisition, or each name of a multi-lock's one-call path).
+    /// acquisition, or each name of a multi-lock's one-call path). The hold joins the
+    /// client's registry (renewal, revocation, shutdown) and the owner's scope.
     pub(crate) fn granted(
         engine: &Arc<Engine>,
+        holds: &Arc<Holds>,
         acquired: Acquired,
         scope: Option<Arc<Scope>>,
     ) -> Self {
-        Self::new(Held::new(Arc::clone(engine), acquired, scope))
+        let held = Held::new(Arc::clone(engine), acquired);
+        if holds.insert(&held) {
+            revoke::listen(engine, holds);
+        } else {
+            // Granted while the client shut down: given back at once.
+            held.mark_lost("the lock client shut down");
+            Arc::clone(&held).release_detached();
+        }
+        if let Some(scope) = &scope {
+            scope.insert(&held);
+        }
+        Self::reentered(held, scope)
+    }
+
+    /// Another guard of `held`, a hold of `scope` (whose reentry counted it).
+    pub(crate) fn reentered(held: Arc<Held>, scope: Option<Arc<Scope>>) -> Self {
+        Self {
+            held,
+            scope,
+            active: true,
+        }
     }
 
     /// The hold behind this guard.
@@ -64,7 +86,15 @@ impl LockGuard {
     /// was its outermost guard, for the caller to end (`job::linger`), else `None`.
     pub(crate) fn into_outermost(mut self) -> Option<Arc<Held>> {
         self.active = false;
-        self.held.release_hold().then(|| Arc::clone(&self.held))
+        self.release_hold().then(|| Arc::clone(&self.held))
+    }
+
+    /// Drops this guard's hold, through the scope when there is one; true for the outermost.
+    fn release_hold(&self) -> bool {
+        match &self.scope {
+            Some(scope) => scope.release_hold(&self.held),
+            None => self.held.drop_hold(),
+        }
     }
 
     /// The lock's name.
@@ -144,7 +174,7 @@ impl LockGuard {
         }
         let call = calls::renew([(&held.keys, held.owner.as_str(), lease)]);
         let sent_at = Instant::now();
-        let nodes = held.client.nodes.len();
+        let nodes = held.engine.nodes.len();
         let ttls = |answers: &[Result<RenewReply, LockError>]| -> Vec<Option<i64>> {
             let ttl = |a: &Result<RenewReply, LockError>| a.as_ref().ok()?.ttl_ms(0);
             answers.iter().map(ttl).collect()
@@ -153,7 +183,7 @@ impl LockGuard {
             !matches!(renewal(ttls(answers), nodes), Renewal::Unknown)
         };
         let mut answers = held
-            .client
+            .engine
             .eval_until(&held.name, lease, call, settled)
             .await;
         let outcome = renewal(ttls(&answers), nodes);
@@ -224,7 +254,7 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.active && self.held.release_hold() {
+        if self.active && self.release_hold() {
             Arc::clone(&self.held).release_detached();
         }
     }
@@ -253,7 +283,7 @@ impl Guarded for LockGuard {
     }
 
     fn reachable(&self) -> bool {
-        self.held.client.health.is_reachable()
+        self.held.engine.health.is_reachable()
     }
 }
 
@@ -371,7 +401,7 @@ impl Drop for Release {
     fn drop(&mut self) {
         // Not started: a guard still here releases as it drops.
         if let Some((release, held)) = self.running.take() {
-            finish_in_background(Arc::clone(&held.client), held.name.clone(), release);
+            finish_in_background(Arc::clone(&held.engine), held.name.clone(), release);
         }
     }
 }

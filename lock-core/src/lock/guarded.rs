@@ -12,7 +12,6 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 
 use crate::error::LockError;
-use crate::lock::options::OnLost;
 use crate::lock::scope::{with_lock_info, LockInfo, WithLockInfo};
 
 /// A hold that work can run under: a [`LockGuard`](crate::LockGuard) or a
@@ -37,6 +36,17 @@ pub trait Guarded: Sized + sealed::Sealed {
     /// its whole command timeout.
     #[doc(hidden)]
     fn reachable(&self) -> bool;
+}
+
+/// What `run` does with the guarded work when the lock is lost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnLost {
+    /// Drop the work at its next `.await` and return [`LockError::Lost`] (the default).
+    #[default]
+    Abort,
+    /// Let the work run on; the loss is only logged.
+    Continue,
 }
 
 /// The longest a [`GuardedRun`] waits for its hold's release before it resolves; the

@@ -11,8 +11,6 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use crate::error::LockError;
 use crate::lock::engine::Engine;
 use crate::lock::quorum::Renewal;
-use crate::lock::revoke;
-use crate::lock::scope::Scope;
 use crate::lock::time::{drift, later};
 use crate::metrics::{self, MetricsLabel};
 use crate::protocol::calls;
@@ -20,9 +18,12 @@ use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::ReleaseReply;
 
 /// One hold of a lock by one owner. Reentrant guards of a scope share it.
+///
+/// It knows the engine it releases through, and nothing above: the client's registry
+/// ([`Holds`](super::holds::Holds)) and the owner's scope keep track of it, not the reverse.
 #[derive(Debug)]
 pub(crate) struct Held {
-    pub(crate) client: Arc<Engine>,
+    pub(crate) engine: Arc<Engine>,
     pub(crate) name: LockName,
     pub(crate) keys: LockKeys,
     /// A semaphore's capacity as its holder sees it (1 for the other kinds), an argument
@@ -40,7 +41,7 @@ pub(crate) struct Held {
     pub(crate) label: MetricsLabel,
     /// Set once the end of the hold was recorded in the metrics.
     ended_recorded: AtomicBool,
-    scope: Option<Arc<Scope>>,
+    /// Guards sharing the hold (reentrancy), counted under their scope's lock.
     holds: AtomicUsize,
     /// Last confirmed expiry on the local monotonic clock (send time + TTL Redis confirmed).
     expires_at: Mutex<Instant>,
@@ -64,13 +65,9 @@ pub(crate) struct Acquired {
 }
 
 impl Held {
-    pub(crate) fn new(
-        client: Arc<Engine>,
-        acquired: Acquired,
-        scope: Option<Arc<Scope>>,
-    ) -> Arc<Self> {
+    pub(crate) fn new(engine: Arc<Engine>, acquired: Acquired) -> Arc<Self> {
         let held = Arc::new(Self {
-            client,
+            engine,
             name: acquired.name,
             keys: acquired.keys,
             capacity: acquired.capacity,
@@ -82,7 +79,6 @@ impl Held {
             granted_at: Instant::now(),
             label: acquired.label,
             ended_recorded: AtomicBool::new(false),
-            scope,
             holds: AtomicUsize::new(1),
             expires_at: Mutex::new(later(acquired.sent_at, acquired.lease)),
             ended: CancellationToken::new(),
@@ -90,24 +86,11 @@ impl Held {
             released: AtomicBool::new(false),
         });
         metrics::hold_started(&held.label);
-        if held.watchdog {
-            held.client.watchdog.register(&held);
-        }
-        if held.client.holds.insert(&held) {
-            revoke::listen(&held.client);
-        } else {
-            // Granted while the client shut down: given back at once.
-            held.mark_lost("the lock client shut down");
-            Arc::clone(&held).release_detached();
-        }
-        if let Some(scope) = &held.scope {
-            scope.insert(&held);
-        }
         held
     }
 
     pub(crate) fn scope_key(&self) -> (Arc<str>, Vec<u8>) {
-        (Arc::clone(&self.client.id), self.keys.lock().to_vec())
+        (Arc::clone(&self.engine.id), self.keys.lock().to_vec())
     }
 
     pub(crate) fn add_hold(&self) {
@@ -117,14 +100,6 @@ impl Held {
     /// Drops one hold; true when it was the last.
     pub(crate) fn drop_hold(&self) -> bool {
         self.holds.fetch_sub(1, Ordering::AcqRel) == 1
-    }
-
-    /// Drops one guard's hold, through the scope when there is one; true for the outermost.
-    pub(crate) fn release_hold(self: &Arc<Self>) -> bool {
-        match &self.scope {
-            Some(scope) => scope.release_hold(self),
-            None => self.drop_hold(),
-        }
     }
 
     fn expires_at(&self) -> Instant {
@@ -220,8 +195,7 @@ impl Held {
         if self.released.swap(true, Ordering::AcqRel) {
             return false;
         }
-        self.client.watchdog.unregister(self);
-        self.client.holds.remove(self);
+        // From here the watchdog and the client's registry skip it.
         self.ended.cancel();
         self.record_end();
         true
@@ -241,7 +215,12 @@ impl Held {
         if !self.end_locally() {
             return Ok(());
         }
-        let publish = self.client.config.publish;
+        self.delete_in_redis().await
+    }
+
+    /// The release in Redis of a hold that [ended locally](Self::end_locally).
+    async fn delete_in_redis(self: Arc<Self>) -> Result<(), LockError> {
+        let publish = self.engine.config.publish;
         let (keys, capacity) = (&self.keys, self.capacity);
         let call = calls::release(keys, &self.owner, self.lease, publish, None, capacity);
         // A Redlock hold missing from a majority was lost (another owner could take the
@@ -249,7 +228,7 @@ impl Held {
         // (found by distlock-verify's honesty checker: a force release raced an acquisition,
         // the holder kept one node, another client took the majority, both releases said
         // Ok). Nodes that did not answer count for neither side.
-        let quorum = self.client.quorum();
+        let quorum = self.engine.quorum();
         let count = |answers: &[Result<ReleaseReply, LockError>], held: bool| {
             let matching = answers
                 .iter()
@@ -259,7 +238,7 @@ impl Held {
         let known = |answers: &[Result<ReleaseReply, LockError>]| {
             count(answers, true) >= quorum || count(answers, false) >= quorum
         };
-        let answers = (self.client)
+        let answers = (self.engine)
             .eval_until(&self.name, self.lease, call, known)
             .await;
         let held_for = self.granted_at.elapsed();
@@ -285,17 +264,18 @@ impl Held {
 
     /// Releases from a destructor: stops renewal now and deletes in the background.
     pub(crate) fn release_detached(self: Arc<Self>) {
-        self.client.watchdog.unregister(&self);
-        let (client, name) = (Arc::clone(&self.client), self.name.clone());
-        finish_in_background(client, name, self.release_in_redis());
+        if self.end_locally() {
+            let (engine, name) = (Arc::clone(&self.engine), self.name.clone());
+            finish_in_background(engine, name, self.delete_in_redis());
+        }
     }
 }
 
 /// Runs `release` of the lock `name` to its end on the current runtime, logging a failure
-/// (as `client`'s health says: not once per lock during an outage). Outside a runtime
+/// (as `engine`'s health says: not once per lock during an outage). Outside a runtime
 /// nothing can reach Redis: the lock expires after its lease.
 pub(crate) fn finish_in_background(
-    client: Arc<Engine>,
+    engine: Arc<Engine>,
     name: LockName,
     release: impl Future<Output = Result<(), LockError>> + Send + 'static,
 ) {
@@ -303,7 +283,7 @@ pub(crate) fn finish_in_background(
         Ok(runtime) => {
             runtime.spawn(async move {
                 if let Err(error) = release.await {
-                    (client.health).log_failure(&error, "background release failed");
+                    (engine.health).log_failure(&error, "background release failed");
                 }
             });
         }
@@ -318,6 +298,5 @@ impl Drop for Held {
     fn drop(&mut self) {
         // A hold whose guard was dropped outside a runtime ends here.
         self.record_end();
-        self.client.holds.remove(self);
     }
 }

@@ -1,25 +1,48 @@
-//! Every hold of one client, for what concerns them all: a revocation names one by owner
-//! and key, a shutdown releases them all.
+//! Every hold of one client, for what concerns them all: the watchdog renews those without
+//! an explicit lease, a revocation names one by owner and key, a shutdown releases them all.
+//!
+//! The registry sits above the holds and the engine: a hold does not know it. It keeps weak
+//! references and forgets ended holds by itself (when it has grown to twice what was alive
+//! at its last sweep), so a hold that ends needs no call back into it.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::lock::held::Held;
 
-/// The holds of a client, by the address of their shared state (as the watchdog's).
-#[derive(Debug, Default)]
+/// Fewest entries at which a sweep runs: small registries are never swept.
+const MIN_SWEEP: usize = 64;
+
+/// The holds of a client.
+#[derive(Debug)]
 pub(crate) struct Holds {
     state: Mutex<State>,
     /// Set once the revocation listener was started (at the first hold).
     listening: AtomicBool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
-    held: HashMap<usize, Weak<Held>>,
+    /// Ended and dropped holds stay until the next sweep; readers skip them.
+    held: Vec<Weak<Held>>,
+    /// Sweep when `held` reaches this length.
+    sweep_at: usize,
     /// The client shut down: no hold may be added.
     closed: bool,
+}
+
+impl Default for Holds {
+    fn default() -> Self {
+        let state = State {
+            held: Vec::new(),
+            sweep_at: MIN_SWEEP,
+            closed: false,
+        };
+        Self {
+            state: Mutex::new(state),
+            listening: AtomicBool::new(false),
+        }
+    }
 }
 
 impl Holds {
@@ -30,23 +53,36 @@ impl Holds {
     /// Adds `held`; false once the client shut down (the hold must then end at once).
     pub(crate) fn insert(&self, held: &Arc<Held>) -> bool {
         let mut state = self.state();
-        if !state.closed {
-            state.held.insert(addr(held), Arc::downgrade(held));
+        if state.closed {
+            return false;
         }
-        !state.closed
+        if state.held.len() >= state.sweep_at {
+            state.held.retain(|weak| live(weak).is_some());
+            state.sweep_at = (2 * state.held.len()).max(MIN_SWEEP);
+        }
+        state.held.push(Arc::downgrade(held));
+        true
     }
 
-    pub(crate) fn remove(&self, held: &Held) {
-        self.state().held.remove(&addr(held));
+    /// The holds that have not ended on this side.
+    fn live(&self) -> Vec<Arc<Held>> {
+        self.state().held.iter().filter_map(live).collect()
+    }
+
+    /// The holds the watchdog renews: those taken without an explicit lease, not lost. A
+    /// lost hold is never renewed again, even if Redis still has it: its guard has said it
+    /// is gone, and a late renewal must not bring its deadline back.
+    pub(crate) fn renewed(&self) -> Vec<Arc<Held>> {
+        let mut held = self.live();
+        held.retain(|h| h.watchdog && !h.is_lost());
+        held
     }
 
     /// The holds of `owner` on the lock `key` (one; none once it ended).
     pub(crate) fn find(&self, owner: &str, key: &[u8]) -> Vec<Arc<Held>> {
-        let state = self.state();
-        (state.held.values())
-            .filter_map(Weak::upgrade)
-            .filter(|held| held.owner == owner && held.keys.lock() == key)
-            .collect()
+        let mut held = self.live();
+        held.retain(|h| h.owner == owner && h.keys.lock() == key);
+        held
     }
 
     /// Refuses every later hold and hands over the current ones.
@@ -55,8 +91,8 @@ impl Holds {
         state.closed = true;
         state
             .held
-            .drain()
-            .filter_map(|(_, w)| w.upgrade())
+            .drain(..)
+            .filter_map(|weak| live(&weak))
             .collect()
     }
 
@@ -70,6 +106,7 @@ impl Holds {
     }
 }
 
-fn addr(held: &Held) -> usize {
-    std::ptr::from_ref(held) as usize
+/// The hold, unless it was dropped or ended on this side (released, lingered, completed).
+fn live(weak: &Weak<Held>) -> Option<Arc<Held>> {
+    weak.upgrade().filter(|held| !held.is_released())
 }

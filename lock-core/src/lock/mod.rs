@@ -1,17 +1,22 @@
-//! A lock's lifecycle: the request ([`request`]) and the options every request shares
-//! ([`options`]), the acquisition
-//! ([`acquire`], with its clean-up guard [`pending`] and the Redlock tallies of
-//! [`quorum`]), the hold shared by reentrant guards ([`held`]), the guard itself
-//! ([`guard`]), running work under a hold ([`guarded`]), multi-locks ([`multi`]),
-//! reentrancy scopes ([`scope`]), renewal ([`watchdog`]), replica acknowledgement
-//! ([`replicas`]), local-clock arithmetic ([`time`]), the client's holds ([`holds`]),
-//! revocation by a forced release ([`revoke`]) and the client's shutdown ([`shutdown`]).
+//! A lock's lifecycle, in layers that only look down (no module here imports one above it).
 //!
-//! Below them all, the [`engine`] (connections, settings in [`config`], the topology fan-out,
-//! quorum and timeouts) that the client façade ([`crate::client`]) wraps: this module never
-//! depends on the client. Inside it, the engine and the watchdog refer to each other (the
-//! engine owns the watchdog's registry, the watchdog renews through the engine), as do a
-//! hold and its engine: inherent to a registry of holds kept by their owner.
+//! One acquisition, `client.lock(n).await`, read top-down:
+//!
+//! 1. [`request`]: the [`LockRequest`](request::LockRequest) and its [`options`]; awaiting
+//!    it runs
+//! 2. [`acquire`]: re-entry from the caller's [`scope`], else attempts through the engine —
+//!    at once, or waiting in the fair queue — with the clean-up guard [`pending`] and the
+//!    Redlock tallies of [`quorum`]; a grant becomes
+//! 3. a [`guard`] over a [`held`] hold, which joins the client's [`holds`] (the registry the
+//!    [`watchdog`] renews, [`revoke`] marks lost and the shutdown releases) and the scope;
+//! 4. [`engine`], at the bottom: connections, settings ([`config`], [`health`]), the
+//!    topology fan-out and timeouts, through which every call reaches Redis
+//!    ([`crate::protocol`] builds the calls).
+//!
+//! Beside them: running work under a hold ([`guarded`]), multi-locks ([`multi`]), guarded
+//! writes ([`write`]), replica acknowledgement ([`replicas`]) and local-clock arithmetic
+//! ([`time`]). The client façade ([`crate::client`]) holds an engine and its holds; this
+//! module never depends on it.
 
 pub(crate) mod acquire;
 pub(crate) mod config;
@@ -21,6 +26,8 @@ pub(crate) mod guarded;
 pub(crate) mod health;
 pub(crate) mod held;
 pub(crate) mod holds;
+#[cfg(test)]
+mod layers;
 pub(crate) mod multi;
 pub(crate) mod options;
 pub(crate) mod pending;

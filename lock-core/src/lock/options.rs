@@ -8,20 +8,9 @@ use std::time::Duration;
 
 use crate::error::LockError;
 use crate::lock::engine::Engine;
-use crate::lock::guarded::{Guarded, GuardedRun};
+use crate::lock::guarded::{Guarded, GuardedRun, OnLost};
 use crate::lock::scope::scope;
 use crate::metrics::{MetricsLabel, DEFAULT_LABEL};
-
-/// What `run` does with the guarded work when the lock is lost.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OnLost {
-    /// Drop the work at its next `.await` and return [`LockError::Lost`] (the default).
-    #[default]
-    Abort,
-    /// Let the work run on; the loss is only logged.
-    Continue,
-}
 
 /// A request's options.
 #[derive(Clone, Debug)]

@@ -13,7 +13,7 @@ use crate::protocol::replies::ReleaseReply;
 /// lost or late reply, a grant nobody read) is released and handed on.
 /// It borrows what the clean-up needs from the attempt and copies it only when it must run.
 pub(crate) struct Pending<'a> {
-    inner: &'a Arc<Engine>,
+    engine: &'a Arc<Engine>,
     keys: &'a LockKeys,
     /// A semaphore's capacity as the caller sees it (1 for the other kinds).
     capacity: u32,
@@ -26,7 +26,7 @@ pub(crate) struct Pending<'a> {
 
 impl<'a> Pending<'a> {
     pub(crate) fn new(
-        inner: &'a Arc<Engine>,
+        engine: &'a Arc<Engine>,
         keys: &'a LockKeys,
         capacity: u32,
         owner: &'a str,
@@ -34,7 +34,7 @@ impl<'a> Pending<'a> {
         meta: &'a str,
     ) -> Self {
         Self {
-            inner,
+            engine,
             keys,
             capacity,
             owner,
@@ -52,7 +52,7 @@ impl<'a> Pending<'a> {
     pub(crate) async fn leave(mut self) {
         self.armed = false;
         leave(
-            self.inner,
+            self.engine,
             self.keys,
             self.capacity,
             self.owner,
@@ -71,14 +71,14 @@ impl Drop for Pending<'_> {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (inner, keys, lease) = (Arc::clone(self.inner), self.keys.clone(), self.lease);
+        let (engine, keys, lease) = (Arc::clone(self.engine), self.keys.clone(), self.lease);
         let (capacity, owner, meta) = (self.capacity, self.owner.to_owned(), self.meta.to_owned());
-        runtime.spawn(async move { leave(&inner, &keys, capacity, &owner, lease, &meta).await });
+        runtime.spawn(async move { leave(&engine, &keys, capacity, &owner, lease, &meta).await });
     }
 }
 
 pub(crate) async fn leave(
-    inner: &Engine,
+    engine: &Engine,
     keys: &LockKeys,
     capacity: u32,
     owner: &str,
@@ -86,15 +86,15 @@ pub(crate) async fn leave(
     meta: &str,
 ) {
     let name = LockName::from(keys.lock());
-    let publish = inner.config.publish;
+    let publish = engine.config.publish;
     let call = calls::release(keys, owner, lease, publish, Some(meta), capacity);
-    for answer in inner.eval_each(&name, lease, call).await {
+    for answer in engine.eval_each(&name, lease, call).await {
         match answer {
             Ok(ReleaseReply::NotHeld) => {}
             Ok(_) => {
                 tracing::debug!(lock = %name, "released a hold whose acquisition was not seen")
             }
-            Err(error) => (inner.health).log_failure(
+            Err(error) => (engine.health).log_failure(
                 &error,
                 "could not leave the lock's queue; the entry expires by itself",
             ),

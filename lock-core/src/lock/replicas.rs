@@ -59,9 +59,9 @@ async fn acknowledged(
     timeout: Duration,
 ) -> Result<usize, LockError> {
     let held = guard.held();
-    let client = &held.client;
-    let mut conn: Conn = client.replication.clone().unwrap_or_else(|| client.conn());
-    let command_timeout = client.config.command_timeout;
+    let engine = &held.engine;
+    let mut conn: Conn = engine.replication.clone().unwrap_or_else(|| engine.conn());
+    let command_timeout = engine.config.command_timeout;
     let touch = calls::touch(&held.keys, &held.owner, held.lease);
     let ttl: i64 = (touch.invoke(&mut conn, &held.name, command_timeout, command_timeout)).await?;
     if ttl <= 0 {

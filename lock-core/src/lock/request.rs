@@ -13,6 +13,7 @@ use crate::error::LockError;
 use crate::lock::acquire;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
+use crate::lock::holds::Holds;
 use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
@@ -25,7 +26,9 @@ use crate::protocol::name::LockName;
 /// once; [`run`](Self::run) runs a future under the lock.
 #[must_use = "a lock request does nothing until awaited"]
 pub struct LockRequest {
-    pub(crate) engine: Arc<Engine>,
+    engine: Arc<Engine>,
+    /// The client's holds, which the hold joins.
+    holds: Arc<Holds>,
     pub(crate) name: LockName,
     pub(crate) kind: LockMode,
     /// A semaphore's capacity as this caller sees it (1 for the other kinds).
@@ -44,10 +47,16 @@ impl fmt::Debug for LockRequest {
 }
 
 impl LockRequest {
-    pub(crate) fn new(engine: Arc<Engine>, name: LockName, kind: LockMode) -> Self {
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        holds: Arc<Holds>,
+        name: LockName,
+        kind: LockMode,
+    ) -> Self {
         let options = RequestOptions::new(&engine);
         Self {
             engine,
+            holds,
             name,
             kind,
             permits: 1,
@@ -123,6 +132,15 @@ impl IntoFuture for LockRequest {
     fn into_future(self) -> Self::IntoFuture {
         let span = tracing::debug_span!("distlock.acquire", lock = %self.name);
         // Boxed: the acquisition state machine is large, and callers nest it in their own.
-        Box::pin(acquire::acquire(self).instrument(span))
+        let Self {
+            engine,
+            holds,
+            name,
+            kind,
+            permits,
+            options,
+        } = self;
+        let acquisition = acquire::acquire(engine, holds, name, kind, permits, options);
+        Box::pin(acquisition.instrument(span))
     }
 }

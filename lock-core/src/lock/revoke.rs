@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use crate::error::bounded;
 use crate::lock::engine::Engine;
+use crate::lock::holds::Holds;
 use crate::protocol::name::LockName;
 
 /// The start of every client's revocation channel.
@@ -29,29 +30,29 @@ pub(crate) fn channel(client_id: &str) -> Vec<u8> {
     format!("{CHANNEL_PREFIX}{{{client_id}}}").into_bytes()
 }
 
-/// Starts the client's revocation listener, once (called at each new hold).
-pub(crate) fn listen(inner: &Arc<Engine>) {
-    if !inner.holds.start_listening() {
+/// Starts the client's revocation listener, once (called at each new hold of `holds`).
+pub(crate) fn listen(engine: &Engine, holds: &Arc<Holds>) {
+    if !holds.start_listening() {
         return;
     }
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let revocations = inner.waiters.listen_revocations(channel(&inner.id));
-    runtime.spawn(serve(Arc::downgrade(inner), revocations));
+    let revocations = engine.waiters.listen_revocations(channel(&engine.id));
+    runtime.spawn(serve(Arc::downgrade(holds), revocations));
 }
 
 /// Marks each revoked hold lost; ends with the client (its pub/sub task drops the sender).
-async fn serve(client: Weak<Engine>, mut revocations: mpsc::UnboundedReceiver<Vec<u8>>) {
+async fn serve(holds: Weak<Holds>, mut revocations: mpsc::UnboundedReceiver<Vec<u8>>) {
     while let Some(payload) = revocations.recv().await {
-        let Some(client) = client.upgrade() else {
+        let Some(holds) = holds.upgrade() else {
             return;
         };
         let Some((owner, key)) = parse(&payload) else {
             tracing::debug!("unreadable revocation message");
             continue;
         };
-        for held in client.holds.find(owner, key) {
+        for held in holds.find(owner, key) {
             held.mark_lost(REVOKED);
         }
     }
@@ -68,22 +69,22 @@ fn parse(payload: &[u8]) -> Option<(&str, &[u8])> {
 /// answers how many messages some listener received. Failures are only logged: the former
 /// holders then learn at their next renewal.
 pub(crate) async fn notify(
-    inner: &Engine,
+    engine: &Engine,
     name: &LockName,
     key: &[u8],
     owners: &[String],
 ) -> usize {
-    let timeout = inner.config.command_timeout;
+    let timeout = engine.config.command_timeout;
     let mut received = 0;
     for owner in owners {
         // `<client id>:<number>`; a Redisson owner's client listens nowhere, which is fine.
         let Some((client_id, _)) = owner.split_once(':') else {
             continue;
         };
-        let mut message = redis::cmd(inner.config.publish.command());
+        let mut message = redis::cmd(engine.config.publish.command());
         let payload = [owner.as_bytes(), b" ", key].concat();
         message.arg(channel(client_id)).arg(payload);
-        let publishes = inner.nodes.iter().map(|conn| {
+        let publishes = engine.nodes.iter().map(|conn| {
             let (mut conn, message) = (conn.clone(), &message);
             async move { bounded(name, timeout, message.query_async::<u64>(&mut conn)).await }
         });

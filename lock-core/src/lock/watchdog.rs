@@ -3,8 +3,7 @@
 //! multiplexed connection), not one timer per lock. On a Cluster a function call may only touch
 //! one slot, so batches are made per slot (still all in flight at once).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -14,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::LockError;
 use crate::lock::engine::Engine;
 use crate::lock::held::Held;
+use crate::lock::holds::Holds;
 use crate::lock::quorum::renewal;
 use crate::lock::time::later;
 use crate::protocol::calls;
@@ -23,56 +23,34 @@ use crate::transport::backend::Conn;
 /// Locks per renewal call: keeps each call short so Redis never stalls on one.
 const BATCH: usize = 512;
 
-/// The locks the watchdog keeps alive, by the address of their shared state.
-#[derive(Debug, Default)]
-pub(crate) struct Watchdog {
-    held: Mutex<HashMap<usize, Weak<Held>>>,
+/// The locks to renew now; those past the client's maximum hold are left to expire.
+fn due(holds: &Holds, max_hold: Option<Duration>) -> Vec<Arc<Held>> {
+    let now = Instant::now();
+    let mut due = holds.renewed();
+    due.retain(|held| {
+        if now >= held.local_deadline() {
+            held.mark_lost("its lease ran out without a confirmed renewal");
+            return false;
+        }
+        max_hold.is_none_or(|max| now < later(held.acquired_at, max))
+    });
+    due
 }
 
-impl Watchdog {
-    pub(crate) fn register(&self, held: &Arc<Held>) {
-        self.map().insert(addr(held), Arc::downgrade(held));
-    }
-
-    /// Stops renewing `held` from now on.
-    pub(crate) fn unregister(&self, held: &Held) {
-        self.map().remove(&addr(held));
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.map().len()
-    }
-
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Weak<Held>>> {
-        self.held.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The locks to renew now; those past the client's maximum hold are left to expire.
-    fn due(&self, max_hold: Option<Duration>) -> Vec<Arc<Held>> {
-        let now = Instant::now();
-        let mut map = self.map();
-        // A lost hold is never renewed again, even if Redis still has it: the guard has said
-        // it is gone, and a late renewal must not bring its deadline back.
-        map.retain(|_, weak| weak.upgrade().is_some_and(|held| !held.is_lost()));
-        map.values()
-            .filter_map(Weak::upgrade)
-            .filter(|held| {
-                if now >= held.local_deadline() {
-                    held.mark_lost("its lease ran out without a confirmed renewal");
-                    return false;
-                }
-                max_hold.is_none_or(|max| now < later(held.acquired_at, max))
-            })
-            .collect()
-    }
-}
-
-fn addr(held: &Held) -> usize {
-    std::ptr::from_ref(held) as usize
+/// Starts the client's renewal task: it renews `holds` through `engine` every `interval`,
+/// and ends with the engine (whose holds all ended then) or its stop signal.
+pub(crate) fn start(engine: &Arc<Engine>, holds: &Arc<Holds>) {
+    let task = run(
+        Arc::downgrade(engine),
+        Arc::clone(holds),
+        engine.config.watchdog_interval,
+        engine.stop.child_token(),
+    );
+    tokio::spawn(task);
 }
 
 /// Runs until `stop` fires or the client is gone.
-pub(crate) async fn run(client: Weak<Engine>, interval: Duration, stop: CancellationToken) {
+async fn run(engine: Weak<Engine>, holds: Arc<Holds>, interval: Duration, stop: CancellationToken) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
@@ -81,12 +59,12 @@ pub(crate) async fn run(client: Weak<Engine>, interval: Duration, stop: Cancella
             () = stop.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        let Some(client) = client.upgrade() else {
+        let Some(engine) = engine.upgrade() else {
             return;
         };
-        let due = client.watchdog.due(client.config.max_hold);
+        let due = due(&holds, engine.config.max_hold);
         if !due.is_empty() {
-            renew(&client, &due).await;
+            renew(&engine, &due).await;
         }
     }
 }
@@ -120,7 +98,7 @@ async fn renew(client: &Engine, due: &[Arc<Held>]) {
 fn batches(due: &[Arc<Held>], conn: &Conn) -> Vec<Vec<Arc<Held>>> {
     #[cfg(feature = "cluster")]
     if conn.is_cluster() {
-        let mut by_slot: HashMap<_, Vec<Arc<Held>>> = HashMap::new();
+        let mut by_slot: std::collections::HashMap<_, Vec<Arc<Held>>> = Default::default();
         for held in due {
             by_slot
                 .entry(redis::cluster_routing::Slot::for_key(held.keys.lock()))

@@ -113,7 +113,7 @@ fn key(held: &Held, suffix: &str) -> String {
 
 /// One guarded write under `held`; a refusal marks the hold lost.
 async fn write<T: FromRedisValue>(held: &Held, commands: &Pipeline) -> Result<T, LockError> {
-    let engine = &held.client;
+    let engine = &held.engine;
     let invalid = |reason: String| LockError::InvalidRequest {
         name: held.name.clone(),
         reason,

@@ -41,8 +41,8 @@ impl LockClient {
     /// Read-only: dropping the future changes nothing.
     pub async fn inspect(&self, name: impl Into<LockName>) -> Result<LockState, LockError> {
         let name = name.into();
-        let keys = self.inner.keys(&name, LockMode::Exclusive)?;
-        Ok(inspect::state(&self.inner, name, keys).await?.0)
+        let keys = self.engine.keys(&name, LockMode::Exclusive)?;
+        Ok(inspect::state(&self.engine, name, keys).await?.0)
     }
 
     /// Every lock under this client's key prefix whose name starts with `name_prefix`
@@ -60,19 +60,19 @@ impl LockClient {
     /// # Cancel safety
     /// Read-only: dropping the future changes nothing.
     pub async fn list(&self, name_prefix: &str) -> Result<Vec<LockState>, LockError> {
-        let prefix = self.inner.config.key_prefix.as_bytes();
+        let prefix = self.engine.config.key_prefix.as_bytes();
         let mut wanted = prefix.to_vec();
         encode_into(&mut wanted, name_prefix.as_bytes());
         let mut pattern = glob_escape(&wanted);
         pattern.push(b'*');
-        let keys = list::scan_keys(&self.inner, &pattern).await?;
+        let keys = list::scan_keys(&self.engine, &pattern).await?;
         let mut states = stream::iter(keys)
             .map(|key| {
                 let name = LockName::from(decode(&key[prefix.len()..]));
                 inspect::state(
-                    &self.inner,
+                    &self.engine,
                     name,
-                    self.inner.keys_of(&key, LockMode::Exclusive),
+                    self.engine.keys_of(&key, LockMode::Exclusive),
                 )
             })
             // In order, a bounded number in flight: a large keyspace neither floods the
@@ -106,8 +106,8 @@ impl LockClient {
     /// safe.
     pub async fn load_functions(&self) -> Result<&'static str, LockError> {
         let what = LockName::from(LIBRARY_NAME);
-        let timeout = self.inner.config.command_timeout;
-        for conn in &self.inner.nodes {
+        let timeout = self.engine.config.command_timeout;
+        for conn in &self.engine.nodes {
             let mut conn = conn.clone();
             bounded(&what, timeout, call::load(&mut conn)).await?;
         }
@@ -158,19 +158,19 @@ impl LockClient {
         let owners: Vec<String> = (state.holders().iter())
             .map(|h| h.owner().to_owned())
             .collect();
-        let mode = match self.inner.nodes.len() {
+        let mode = match self.engine.nodes.len() {
             1 => state.mode(),
             _ => None,
         };
         let kind = mode.unwrap_or(LockMode::Exclusive);
-        let keys = self.inner.keys(&name, kind)?;
+        let keys = self.engine.keys(&name, kind)?;
         // Every node: a Redlock lock lives on a majority of them.
-        let call = calls::force_release(&keys, self.inner.config.publish);
+        let call = calls::force_release(&keys, self.engine.config.publish);
         let mut released = false;
         let mut first_error = None;
         for answer in self
-            .inner
-            .eval_each(&name, self.inner.config.lease, call)
+            .engine
+            .eval_each(&name, self.engine.config.lease, call)
             .await
         {
             match answer {
@@ -186,7 +186,7 @@ impl LockClient {
         if !released {
             return Ok(None);
         }
-        let told = revoke::notify(&self.inner, &name, keys.lock(), &owners).await;
+        let told = revoke::notify(&self.engine, &name, keys.lock(), &owners).await;
         tracing::warn!(lock = %name, holders = owners.len(), told, "force-released by an operator");
         Ok(Some(told))
     }

@@ -11,6 +11,7 @@ use crate::lock::acquire::owner_id;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::held::Acquired;
+use crate::lock::holds::Holds;
 use crate::lock::pending::Pending;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::metrics::{self, MetricsLabel};
@@ -25,7 +26,8 @@ const EXCLUSIVE_CAPACITY: u32 = 1;
 
 /// A multi-lock's uncontended path: every name in one function call.
 pub(super) struct AtOnce {
-    pub(super) inner: Arc<Engine>,
+    pub(super) engine: Arc<Engine>,
+    pub(super) holds: Arc<Holds>,
     pub(super) names: Vec<LockName>,
     pub(super) keys: Vec<LockKeys>,
     pub(super) lease: Duration,
@@ -37,9 +39,9 @@ pub(super) struct AtOnce {
 
 /// True when every lock of `keys` lives in one slot (always, off a Cluster).
 #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
-pub(super) fn one_slot(inner: &Engine, keys: &[LockKeys]) -> bool {
+pub(super) fn one_slot(engine: &Engine, keys: &[LockKeys]) -> bool {
     #[cfg(feature = "cluster")]
-    if inner.conn().is_cluster() {
+    if engine.conn().is_cluster() {
         let slot = |k: &LockKeys| redis::cluster_routing::Slot::for_key(k.lock());
         return keys.iter().all(|k| slot(k) == slot(&keys[0]));
     }
@@ -55,15 +57,24 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
     let Some(r) = request else {
         return Ok(None);
     };
-    let owner = owner_id(&r.inner.id, next_owner_number(), LockMode::Exclusive);
+    let owner = owner_id(&r.engine.id, next_owner_number(), LockMode::Exclusive);
     let started = Instant::now();
     let pending: Vec<Pending<'_>> = r
         .keys
         .iter()
-        .map(|keys| Pending::new(&r.inner, keys, EXCLUSIVE_CAPACITY, &owner, r.lease, &r.meta))
+        .map(|keys| {
+            Pending::new(
+                &r.engine,
+                keys,
+                EXCLUSIVE_CAPACITY,
+                &owner,
+                r.lease,
+                &r.meta,
+            )
+        })
         .collect();
     let call = calls::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
-    let answer = r.inner.eval_each(&r.names[0], r.lease, call).await.pop();
+    let answer = r.engine.eval_each(&r.names[0], r.lease, call).await.pop();
     let token = match answer {
         Some(Ok(MultiAcquireReply::Acquired { token })) => token,
         Some(Ok(MultiAcquireReply::Busy { .. })) => {
@@ -88,7 +99,7 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
             label: r.label.clone(),
         };
         metrics::acquisition(&r.label, Ok(()), started.elapsed(), false);
-        LockGuard::granted(&r.inner, acquired, r.scope.clone())
+        LockGuard::granted(&r.engine, &r.holds, acquired, r.scope.clone())
     });
     Ok(Some(guards.collect()))
 }

@@ -17,12 +17,12 @@ use crate::protocol::name::LockName;
 /// together (on one connection Redis runs them in that order), so the caller waits one
 /// round trip. Errors are logged (each such lock expires with its lease).
 pub(super) async fn release_reversed(guards: Vec<LockGuard>) -> Option<LockError> {
-    let client = Arc::clone(&guards.first()?.held().client);
+    let engine = Arc::clone(&guards.first()?.held().engine);
     let releases = guards.into_iter().rev().map(LockGuard::release);
     let mut first_error = None;
     for result in futures_util::future::join_all(releases).await {
         if let Err(error) = result {
-            (client.health).log_failure(&error, "releasing a multi-lock's name failed");
+            (engine.health).log_failure(&error, "releasing a multi-lock's name failed");
             first_error.get_or_insert(error);
         }
     }

@@ -15,6 +15,7 @@ use crate::error::LockError;
 use crate::lock::config::check_request_lease;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
+use crate::lock::holds::Holds;
 use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions};
 use crate::lock::request::LockRequest;
 use crate::lock::scope::Scope;
@@ -29,6 +30,8 @@ use crate::protocol::name::{LockKeys, LockName};
 #[must_use = "a lock request does nothing until awaited"]
 pub struct MultiLockRequest {
     engine: Arc<Engine>,
+    /// The client's holds, which every name's hold joins.
+    holds: Arc<Holds>,
     /// The names as given (a name given twice is taken once).
     names: Vec<LockName>,
     options: RequestOptions,
@@ -44,10 +47,11 @@ impl fmt::Debug for MultiLockRequest {
 }
 
 impl MultiLockRequest {
-    pub(crate) fn new(engine: Arc<Engine>, names: Vec<LockName>) -> Self {
+    pub(crate) fn new(engine: Arc<Engine>, holds: Arc<Holds>, names: Vec<LockName>) -> Self {
         let options = RequestOptions::new(&engine);
         Self {
             engine,
+            holds,
             names,
             options,
         }
@@ -102,8 +106,8 @@ impl MultiLockRequest {
 
     /// The request for one name, with this request's options and what is left of the wait.
     fn request_for(&self, name: &LockName, deadline: Option<Instant>) -> LockRequest {
-        let mut request =
-            LockRequest::new(Arc::clone(&self.engine), name.clone(), LockMode::Exclusive);
+        let (engine, holds) = (Arc::clone(&self.engine), Arc::clone(&self.holds));
+        let mut request = LockRequest::new(engine, holds, name.clone(), LockMode::Exclusive);
         let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         request.options = RequestOptions {
             wait,
@@ -119,7 +123,7 @@ impl MultiLockRequest {
                 reason: "lock_all needs at least one name".to_owned(),
             });
         };
-        if self.engine.holds.is_closed() {
+        if self.holds.is_closed() {
             return Err(LockError::ShutDown { name: first });
         }
         self.engine.health.admit(&first)?;
@@ -156,26 +160,27 @@ impl MultiLockRequest {
         order: &[LockName],
         keys: Vec<LockKeys>,
     ) -> Result<Option<AtOnce>, LockError> {
-        let inner = &self.engine;
-        if order.len() < 2 || inner.nodes.len() > 1 || inner.config.min_replicas.is_some() {
+        let engine = &self.engine;
+        if order.len() < 2 || engine.nodes.len() > 1 || engine.config.min_replicas.is_some() {
             return Ok(None);
         }
-        let lease = self.options.lease_on(inner);
+        let lease = self.options.lease_on(engine);
         check_request_lease(&order[0], lease)?;
         let scope = Scope::current();
         let reentry = scope
             .as_ref()
-            .is_some_and(|s| s.holds_any(&inner.id, keys.iter().map(LockKeys::lock)));
-        if reentry || !one_slot(inner, &keys) {
+            .is_some_and(|s| s.holds_any(&engine.id, keys.iter().map(LockKeys::lock)));
+        if reentry || !one_slot(engine, &keys) {
             return Ok(None);
         }
         Ok(Some(AtOnce {
-            inner: Arc::clone(inner),
+            engine: Arc::clone(engine),
+            holds: Arc::clone(&self.holds),
             names: order.to_vec(),
             keys,
             lease,
             watchdog: self.options.watchdog(),
-            meta: inner
+            meta: engine
                 .holder_meta(self.options.request_id.as_deref())
                 .into_owned(),
             label: self.options.label.clone(),
@@ -187,10 +192,10 @@ impl MultiLockRequest {
     /// order for every client of the same key prefix, so no two callers wait for each other
     /// in a cycle.
     fn global_order(&self) -> Result<(Vec<LockName>, Vec<LockKeys>), LockError> {
-        let inner = &self.engine;
+        let engine = &self.engine;
         let mut keyed = Vec::with_capacity(self.names.len());
         for name in &self.names {
-            keyed.push((inner.keys(name, LockMode::Exclusive)?, name.clone()));
+            keyed.push((engine.keys(name, LockMode::Exclusive)?, name.clone()));
         }
         keyed.sort_by(|a, b| a.0.lock().cmp(b.0.lock()));
         keyed.dedup_by(|a, b| a.0.lock() == b.0.lock());
