@@ -110,3 +110,80 @@ impl Holds {
 fn live(weak: &Weak<Held>) -> Option<Arc<Held>> {
     weak.upgrade().filter(|held| !held.is_released())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::lock::held::Acquired;
+    use crate::protocol::kind::mode::LockMode;
+    use crate::{LockClient, LockName};
+
+    /// A hold of the name `h<n>` as an acquisition would make it (no Redis involved).
+    fn hold(client: &LockClient, n: usize, watchdog: bool) -> Arc<Held> {
+        let name = LockName::from(format!("h{n}"));
+        let keys = client
+            .engine
+            .keys(&name, LockMode::Exclusive)
+            .expect("a valid name");
+        let acquired = Acquired {
+            name,
+            keys,
+            capacity: 1,
+            owner: format!("o:{n}"),
+            token: 1,
+            lease: Duration::from_secs(30),
+            watchdog,
+            sent_at: Instant::now(),
+            label: Cow::Borrowed("default"),
+        };
+        Held::new(Arc::clone(&client.engine), acquired)
+    }
+
+    fn entries(holds: &Holds) -> usize {
+        holds.state().held.len()
+    }
+
+    // A client of a port nothing listens on: it connects lazily, and these tests send nothing.
+    fn client() -> LockClient {
+        LockClient::new("redis://127.0.0.1:1").expect("a lazy client")
+    }
+
+    #[tokio::test]
+    async fn ended_and_dropped_holds_are_swept_out() {
+        let (client, holds) = (client(), Holds::default());
+        let kept: Vec<_> = (0..10).map(|n| hold(&client, n, true)).collect();
+        kept.iter().for_each(|h| assert!(holds.insert(h)));
+        for n in 10..10_000 {
+            let held = hold(&client, n, true);
+            assert!(holds.insert(&held));
+            if n % 2 == 0 {
+                assert!(held.end_locally());
+            }
+        }
+        assert_eq!(holds.live().len(), 10);
+        assert!(entries(&holds) <= MIN_SWEEP, "{} entries", entries(&holds));
+    }
+
+    #[tokio::test]
+    async fn readers_skip_ended_and_lost_holds() {
+        let (client, holds) = (client(), Holds::default());
+        let held: Vec<_> = (0..4).map(|n| hold(&client, n, n != 3)).collect();
+        held.iter().for_each(|h| assert!(holds.insert(h)));
+        held[0].end_locally();
+        held[1].mark_lost("a test");
+        // Renewed: not ended, not lost, no explicit lease.
+        let renewed: Vec<_> = holds.renewed().iter().map(|h| h.owner.clone()).collect();
+        assert_eq!(renewed, ["o:2"]);
+        assert_eq!(holds.find("o:1", held[1].keys.lock()).len(), 1);
+        assert!(holds.find("o:0", held[0].keys.lock()).is_empty());
+        // The shutdown hands over what has not ended (a lost hold is still released).
+        let closed: Vec<_> = holds.close().iter().map(|h| h.owner.clone()).collect();
+        assert_eq!(closed, ["o:1", "o:2", "o:3"]);
+        assert!(!holds.insert(&hold(&client, 9, true)));
+    }
+}
