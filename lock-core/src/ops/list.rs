@@ -53,7 +53,7 @@ async fn scan_node(
     keys: &mut Vec<Vec<u8>>,
 ) -> Result<(), LockError> {
     #[cfg(feature = "cluster")]
-    if let Conn::Cluster(lazy) = &conn {
+    if let Some(lazy) = conn.as_cluster() {
         return scan_cluster(lazy, what, timeout, pattern, keys).await;
     }
     // One server (also behind Sentinels, or one Redlock node).

@@ -4,8 +4,9 @@
 //! Nothing on the hot path asks whether the library is loaded: a call is one `FCALL`. Only
 //! a call that meets `Function not found` (a new server, a server restarted without data, a
 //! new Cluster master after resharding, each Redlock node at first use) loads the library
-//! where the call went and sends it once more. Functions replicate and persist with the
-//! data, so a promoted replica answers without a load.
+//! where the call went and sends it once more; calls that meet it missing together share
+//! one load. Functions replicate and persist with the data, so a promoted replica answers
+//! without a load.
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -98,10 +99,11 @@ impl<R: FromRedisValue + Send> Call<R> {
     }
 
     /// Runs the call on `conn` within `timeout`, naming the lock `name` in its error. On
-    /// `Function not found` loads the library where the call went and sends the call once
-    /// more, both within `load_timeout` (the command timeout: a load takes longer than a
-    /// call, and a Redlock node's first call must not miss its short node timeout for it).
-    /// A server without Redis Functions answers [`LockError::ServerTooOld`].
+    /// `Function not found` loads the library where the call went — unless a call of the
+    /// same connection loaded it meanwhile — and sends the call once more, both within
+    /// `load_timeout` (the command timeout: a load takes longer than a call, and a Redlock
+    /// node's first call must not miss its short node timeout for it). A server without
+    /// Redis Functions answers [`LockError::ServerTooOld`].
     ///
     /// # Cancel safety
     /// As the function called: a dropped call may or may not have run.
@@ -112,9 +114,12 @@ impl<R: FromRedisValue + Send> Call<R> {
         timeout: Duration,
         load_timeout: Duration,
     ) -> Result<R, LockError> {
+        // Read before the call goes out: a load that ends after it served this call too.
+        let loads_seen = conn.loads().seen();
         match bounded(name, timeout, self.cmd.query_async(conn)).await {
             Err(LockError::Unavailable { source, .. }) if is_missing_function(&source) => {
-                self.load_and_retry(conn, name, load_timeout).await
+                self.load_and_retry(conn, name, load_timeout, loads_seen)
+                    .await
             }
             Err(LockError::Unavailable { source, .. }) if is_unknown_fcall(&source) => {
                 too_old(conn, name, load_timeout).await
@@ -130,9 +135,11 @@ impl<R: FromRedisValue + Send> Call<R> {
         conn: &'a mut Conn,
         name: &'a LockName,
         load_timeout: Duration,
+        loads_seen: u64,
     ) -> BoxFuture<'a, Result<R, LockError>> {
         let loaded = async move {
-            load(conn).await?;
+            let loads = conn.loads();
+            loads.run(loads_seen, load(conn)).await?;
             Ok::<_, Failure>(self.cmd.query_async(conn).await?)
         };
         Box::pin(bounded(name, load_timeout, loaded))

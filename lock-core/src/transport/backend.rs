@@ -2,7 +2,6 @@
 //! Redis Cluster (the redis crate's cluster client, which follows MOVED/ASK and failovers), or
 //! the master a set of Sentinels names (looked up again after a failover).
 
-#[cfg(feature = "cluster")]
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,10 +18,20 @@ use tokio::sync::OnceCell;
 
 #[cfg(feature = "sentinel")]
 use crate::transport::sentinel::SentinelConn;
+use crate::transport::single_flight::SingleFlight;
 
 /// A cheap-to-clone handle to the client's Redis.
 #[derive(Clone)]
-pub(crate) enum Conn {
+pub(crate) struct Conn {
+    link: Link,
+    /// Loads of the Functions library through this connection and its clones: calls that
+    /// meet it missing together share one load.
+    loads: Arc<SingleFlight>,
+}
+
+/// Where a [`Conn`] sends its commands.
+#[derive(Clone)]
+enum Link {
     Single(ConnectionManager),
     #[cfg(feature = "cluster")]
     Cluster(LazyCluster),
@@ -65,15 +74,52 @@ impl LazyCluster {
 }
 
 impl Conn {
+    fn new(link: Link) -> Self {
+        Self {
+            link,
+            loads: Arc::default(),
+        }
+    }
+
+    /// A connection to one server.
+    pub(crate) fn single(conn: ConnectionManager) -> Self {
+        Self::new(Link::Single(conn))
+    }
+
+    /// A connection to a Cluster.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn cluster(conn: LazyCluster) -> Self {
+        Self::new(Link::Cluster(conn))
+    }
+
+    /// A connection to the master that Sentinels name.
+    #[cfg(feature = "sentinel")]
+    pub(crate) fn sentinel(conn: SentinelConn) -> Self {
+        Self::new(Link::Sentinel(conn))
+    }
+
+    /// The library loads of this connection and its clones.
+    pub(crate) fn loads(&self) -> Arc<SingleFlight> {
+        Arc::clone(&self.loads)
+    }
+
     #[cfg(feature = "cluster")]
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Self::Cluster(_))
+        matches!(self.link, Link::Cluster(_))
+    }
+
+    #[cfg(feature = "cluster")]
+    pub(crate) fn as_cluster(&self) -> Option<&LazyCluster> {
+        match &self.link {
+            Link::Cluster(conn) => Some(conn),
+            _ => None,
+        }
     }
 
     #[cfg(feature = "sentinel")]
     pub(crate) fn as_sentinel(&self) -> Option<&SentinelConn> {
-        match self {
-            Self::Sentinel(conn) => Some(conn),
+        match &self.link {
+            Link::Sentinel(conn) => Some(conn),
             _ => None,
         }
     }
@@ -113,15 +159,15 @@ impl Conn {
     pub(crate) async fn on_node_of(&mut self, key: &[u8], cmd: &Cmd) -> RedisResult<Value> {
         #[cfg(not(feature = "cluster"))]
         let _ = key; // Only a Cluster routes by key.
-        match self {
-            Self::Single(conn) => cmd.query_async(conn).await,
+        match &mut self.link {
+            Link::Single(conn) => cmd.query_async(conn).await,
             #[cfg(feature = "sentinel")]
-            Self::Sentinel(sentinel) => {
+            Link::Sentinel(sentinel) => {
                 let mut conn = sentinel.get().await?;
                 sentinel.check(cmd.query_async(&mut conn).await)
             }
             #[cfg(feature = "cluster")]
-            Self::Cluster(lazy) => {
+            Link::Cluster(lazy) => {
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
                 // `route_command` hands a server's error back as a value (`query_async`
@@ -139,14 +185,14 @@ impl Conn {
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Self::Single(conn) => conn.req_packed_command(cmd),
+        match &mut self.link {
+            Link::Single(conn) => conn.req_packed_command(cmd),
             #[cfg(feature = "cluster")]
-            Self::Cluster(lazy) => {
+            Link::Cluster(lazy) => {
                 Box::pin(async move { lazy.get().await?.req_packed_command(cmd).await })
             }
             #[cfg(feature = "sentinel")]
-            Self::Sentinel(sentinel) => Box::pin(async move {
+            Link::Sentinel(sentinel) => Box::pin(async move {
                 let mut conn = sentinel.get().await?;
                 sentinel.check(conn.req_packed_command(cmd).await)
             }),
@@ -159,17 +205,17 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+        match &mut self.link {
+            Link::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
             #[cfg(feature = "cluster")]
-            Self::Cluster(lazy) => Box::pin(async move {
+            Link::Cluster(lazy) => Box::pin(async move {
                 lazy.get()
                     .await?
                     .req_packed_commands(pipeline, offset, count)
                     .await
             }),
             #[cfg(feature = "sentinel")]
-            Self::Sentinel(sentinel) => Box::pin(async move {
+            Link::Sentinel(sentinel) => Box::pin(async move {
                 let mut conn = sentinel.get().await?;
                 sentinel.check(conn.req_packed_commands(pipeline, offset, count).await)
             }),
@@ -177,8 +223,8 @@ impl ConnectionLike for Conn {
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            Self::Single(conn) => conn.get_db(),
+        match &self.link {
+            Link::Single(conn) => conn.get_db(),
             #[cfg(any(feature = "cluster", feature = "sentinel"))]
             _ => 0,
         }

@@ -167,8 +167,8 @@ fn sentinel(
         connection,
     );
     Ok(Connections {
-        nodes: vec![Conn::Sentinel(conn.clone())],
-        replication: (options.replication).then(|| Conn::Sentinel(conn.sibling())),
+        nodes: vec![Conn::sentinel(conn.clone())],
+        replication: (options.replication).then(|| Conn::sentinel(conn.sibling())),
         pubsub: PubSubSource::Sentinel(conn),
     })
 }
@@ -221,8 +221,8 @@ fn cluster(
         Publish::Plain => PubSubSource::Nodes(open.all(seeds)?),
     };
     Ok(Connections {
-        replication: (options.replication).then(|| Conn::Cluster(cluster.sibling())),
-        nodes: vec![Conn::Cluster(cluster)],
+        replication: (options.replication).then(|| Conn::cluster(cluster.sibling())),
+        nodes: vec![Conn::cluster(cluster)],
         pubsub,
     })
 }
@@ -236,6 +236,6 @@ fn single(client: &redis::Client, options: &ConnectOptions) -> Result<Conn, Lock
         // Fail a call soon after Redis went away; the next call reconnects again.
         .set_number_of_retries(3);
     ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
-        .map(Conn::Single)
+        .map(Conn::single)
         .map_err(bad_url)
 }

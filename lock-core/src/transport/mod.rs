@@ -1,5 +1,6 @@
 //! Getting commands and messages to Redis: the connections of each topology ([`connect`],
-//! [`backend`], [`sentinel`]), the waiters' registry of release channels ([`waiters`]) and
+//! [`backend`], [`sentinel`], with the one-at-a-time setup work they share,
+//! [`single_flight`]), the waiters' registry of release channels ([`waiters`]) and
 //! the pub/sub connection that serves it ([`pubsub`]). Nothing here knows what a lock is
 //! beyond the channel names it is given.
 
@@ -8,4 +9,5 @@ pub(crate) mod connect;
 pub(crate) mod pubsub;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel;
+pub(crate) mod single_flight;
 pub(crate) mod waiters;
