@@ -144,7 +144,7 @@ pub async fn has_library(conn: &mut MultiplexedConnection) -> bool {
     let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
         .arg("LIST")
         .arg("LIBRARYNAME")
-        .arg("distlock_1")
+        .arg("distlock_2")
         .query_async(conn)
         .await
         .expect("FUNCTION LIST");

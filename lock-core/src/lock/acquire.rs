@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::LockError;
+use crate::lock::claim;
 use crate::lock::config::check_request_lease;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
@@ -33,8 +34,10 @@ use crate::transport::waiters::{Subscription, Wake};
 const NO_TTL_RETRY: Duration = Duration::from_millis(100);
 /// A queued waiter that has not refreshed its place for this long is skipped as dead.
 const WAITER_TTL: Duration = Duration::from_millis(WAITER_TTL_MS);
-/// Longest sleep of a waiter between attempts; each attempt refreshes its place.
-const WAITER_REFRESH: Duration = Duration::from_secs(2);
+/// Longest sleep of a waiter between attempts; each attempt refreshes its place. A claim
+/// long: a hand-off to a waiter that died with its grant unread is found by the next live
+/// waiter's retry within a claim of the release, as a claim runs out (no message tells).
+const WAITER_REFRESH: Duration = claim::CLAIM;
 
 /// Longest random pause between Redlock attempts (spreads competing clients apart).
 const REDLOCK_RETRY: Duration = Duration::from_millis(50);
@@ -43,6 +46,15 @@ const REDLOCK_RETRY: Duration = Duration::from_millis(50);
 fn random_delay(max: Duration) -> Duration {
     let random = uuid::Uuid::new_v4().as_u128() as u64;
     Duration::from_micros(random % max.as_micros().max(1) as u64)
+}
+
+/// A hold taken: its token, and the TTL Redis set for it at a moment no earlier than the
+/// local `sent_at` (the lease, or a hand-off's claim — extended at `extend_at`).
+struct Taken {
+    token: u64,
+    sent_at: Instant,
+    ttl: Duration,
+    extend_at: Option<Instant>,
 }
 
 /// What one attempt found.
@@ -96,7 +108,12 @@ pub(crate) async fn acquire(
     let taken = attempter.wait_for_lock(options.wait).await;
     let contended = attempter.contended.load(Ordering::Relaxed);
     let result = match taken {
-        Ok((token, sent_at)) => {
+        Ok(Taken {
+            token,
+            sent_at,
+            ttl,
+            extend_at,
+        }) => {
             let Attempter {
                 owner, capacity, ..
             } = attempter;
@@ -109,6 +126,8 @@ pub(crate) async fn acquire(
                 lease,
                 watchdog,
                 sent_at,
+                ttl,
+                extend_at,
                 label: label.clone(),
             };
             // The guard exists before the next `.await`: dropped from here on, it releases.
@@ -201,9 +220,8 @@ struct Attempter<'a> {
 }
 
 impl Attempter<'_> {
-    /// Tries until acquired or the wait is over. Answers the token and a local instant no
-    /// later than the acquisition in Redis (the lease is counted from it).
-    async fn wait_for_lock(&self, wait: Option<Duration>) -> Result<(u64, Instant), LockError> {
+    /// Tries until acquired or the wait is over.
+    async fn wait_for_lock(&self, wait: Option<Duration>) -> Result<Taken, LockError> {
         let started = Instant::now();
         let deadline = wait.map(|w| later(started, w));
         // Redlock nodes would each queue and grant on their own: there, waiters retry instead
@@ -235,11 +253,24 @@ impl Attempter<'_> {
         let mut superseded_below = 0;
         for attempts in 1u64.. {
             let sent_at = Instant::now();
-            let (ttl, holder) = match self.try_once(waiter_ttl).await? {
+            // Queued only once subscribed: Redis skips a queued waiter whose client does not
+            // hear its grant (see `library.lua`), and the first attempt of a client not yet
+            // listening on this lock comes before its subscription.
+            let queue_for = if subscription.is_some() {
+                waiter_ttl
+            } else {
+                Duration::ZERO
+            };
+            let (ttl, holder) = match self.try_once(queue_for).await? {
                 Attempt::Acquired(token) => {
                     pending.disarm();
                     self.trace_acquired(token, started, attempts, woken);
-                    return Ok((token, sent_at));
+                    return Ok(Taken {
+                        token,
+                        sent_at,
+                        ttl: self.lease,
+                        extend_at: None,
+                    });
                 }
                 Attempt::Busy(ttl, holder, fence) => {
                     self.contended.store(true, Ordering::Relaxed);
@@ -253,7 +284,7 @@ impl Attempter<'_> {
                     holder_ttl = ?ttl, "gave up waiting");
                 // A busy answer that was not queued left nothing on one node: no clean-up
                 // round trip. (Under Redlock a minority of nodes may have granted: undone.)
-                if waiter_ttl.is_zero() && !redlock {
+                if queue_for.is_zero() && !redlock {
                     pending.disarm();
                 } else {
                     pending.leave().await;
@@ -293,11 +324,15 @@ impl Attempter<'_> {
                 wake.filter(|w| !is_superseded(*w, superseded_below))
             {
                 metrics::woken(self.label, "message");
-                // Handed over by the holder's release: no round trip needed. The grant came
-                // after our last attempt reached Redis, so its send time bounds the lease.
-                pending.disarm();
-                self.trace_acquired(token, started, attempts, Some("grant"));
-                return Ok((token, sent_at));
+                if let Some(taken) = self.take_grant(token, sent_at).await? {
+                    pending.disarm();
+                    self.trace_acquired(token, started, attempts, Some("grant"));
+                    return Ok(taken);
+                }
+                // The claim ran out before this waiter read its grant: wait on.
+                tracing::debug!(lock = %self.name, "a grant's claim ran out before it was read");
+                sub.rearm_grant();
+                continue;
             }
             if wake.is_some_and(|w| is_superseded(w, superseded_below)) {
                 tracing::debug!(lock = %self.name, "ignored a superseded grant");
@@ -314,6 +349,29 @@ impl Attempter<'_> {
             }
         }
         unreachable!("the attempt counter does not run out")
+    }
+
+    /// Takes a grant by message: a claim counted from `sent_at`, our last attempt (the grant
+    /// came after it reached Redis). With half of it left locally, taken at once and
+    /// extended later; else extended first (see [`claim`](crate::lock::claim)). `None` when
+    /// the claim ran out before it could be extended.
+    async fn take_grant(&self, token: u64, sent_at: Instant) -> Result<Option<Taken>, LockError> {
+        if let Some(at) = claim::extend_at(sent_at, self.lease) {
+            return Ok(Some(Taken {
+                token,
+                sent_at,
+                ttl: claim::claim_of(self.lease),
+                extend_at: Some(at),
+            }));
+        }
+        let extended =
+            claim::extend_now(self.engine, self.name, self.keys, &self.owner, self.lease);
+        Ok(extended.await?.map(|(ttl, sent_at)| Taken {
+            token,
+            sent_at,
+            ttl,
+            extend_at: None,
+        }))
     }
 
     /// Redlock: raises the fence floor of every node to `token` for a lease, and succeeds

@@ -12,6 +12,7 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::error::LockError;
+use crate::lock::claim;
 use crate::lock::config::check_request_lease;
 use crate::lock::engine::Engine;
 use crate::lock::guarded::{Guarded, GuardedRun, OnLost};
@@ -53,9 +54,13 @@ impl LockGuard {
         acquired: Acquired,
         scope: Option<Arc<Scope>>,
     ) -> Self {
+        let extend_at = acquired.extend_at;
         let held = Held::new(Arc::clone(engine), acquired);
         if holds.insert(&held) {
             revoke::listen(engine, holds);
+            if let Some(at) = extend_at {
+                claim::extend_later(&held, at);
+            }
         } else {
             // Granted while the client shut down: given back at once.
             held.mark_lost("the lock client shut down");

@@ -61,6 +61,11 @@ pub(crate) struct Acquired {
     pub(crate) lease: Duration,
     pub(crate) watchdog: bool,
     pub(crate) sent_at: Instant,
+    /// The TTL Redis set at the grant, no earlier than `sent_at`: the lease, or a hand-off's
+    /// claim (see [`claim`](crate::lock::claim)).
+    pub(crate) ttl: Duration,
+    /// When a claim is extended to the lease, from the background (`None`: not a claim).
+    pub(crate) extend_at: Option<Instant>,
     pub(crate) label: MetricsLabel,
 }
 
@@ -80,7 +85,7 @@ impl Held {
             label: acquired.label,
             ended_recorded: AtomicBool::new(false),
             holds: AtomicUsize::new(1),
-            expires_at: Mutex::new(later(acquired.sent_at, acquired.lease)),
+            expires_at: Mutex::new(later(acquired.sent_at, acquired.ttl)),
             ended: CancellationToken::new(),
             lost_reason: OnceLock::new(),
             released: AtomicBool::new(false),

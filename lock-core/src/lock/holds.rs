@@ -139,6 +139,8 @@ mod tests {
             lease: Duration::from_secs(30),
             watchdog,
             sent_at: Instant::now(),
+            ttl: Duration::from_secs(30),
+            extend_at: None,
             label: Cow::Borrowed("default"),
         };
         Held::new(Arc::clone(&client.engine), acquired)

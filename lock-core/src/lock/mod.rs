@@ -19,6 +19,7 @@
 //! module never depends on it.
 
 pub(crate) mod acquire;
+pub(crate) mod claim;
 pub(crate) mod config;
 pub(crate) mod engine;
 pub(crate) mod guard;

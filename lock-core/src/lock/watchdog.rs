@@ -70,7 +70,7 @@ async fn run(engine: Weak<Engine>, holds: Arc<Holds>, interval: Duration, stop: 
 }
 
 /// Renews `due` and settles each lock on the answer: confirmed TTL, or lost.
-async fn renew(client: &Engine, due: &[Arc<Held>]) {
+pub(crate) async fn renew(client: &Engine, due: &[Arc<Held>]) {
     let sent_at = Instant::now();
     let groups = batches(due, &client.conn());
     let batches = groups.iter().map(|batch| async move {

@@ -199,7 +199,7 @@ mod tests {
             call.words(),
             [
                 &b"FCALL"[..],
-                b"distlock_1_touch",
+                b"distlock_2_touch",
                 b"3",
                 b"p:k",
                 b"distlock__wait:{p:k}",
@@ -213,7 +213,7 @@ mod tests {
             inspect.words(),
             [
                 &b"FCALL_RO"[..],
-                b"distlock_1_inspect",
+                b"distlock_2_inspect",
                 b"2",
                 b"p:k",
                 b"distlock__semwait:{p:k}"
@@ -229,15 +229,15 @@ mod tests {
         let name = |call: &Call<i64>| call.words()[1].to_vec();
         assert_eq!(
             name(&touch(&plain, "u:1", Duration::ZERO)),
-            b"distlock_1_touch"
+            b"distlock_2_touch"
         );
         assert_eq!(
             name(&touch(&sharded, "u:1", Duration::ZERO)),
-            b"distlock_1_touch_cluster"
+            b"distlock_2_touch_cluster"
         );
         let renewed = |keys: &LockKeys| renew([(keys, "u:1", Duration::ZERO)]).words()[1].to_vec();
-        assert_eq!(renewed(&plain), b"distlock_1_renew");
-        assert_eq!(renewed(&sharded), b"distlock_1_renew_cluster");
+        assert_eq!(renewed(&plain), b"distlock_2_renew");
+        assert_eq!(renewed(&sharded), b"distlock_2_renew_cluster");
     }
 
     /// A release that is not leaving the queue sends no metadata: nil in Lua.
@@ -264,6 +264,6 @@ mod tests {
             1,
         );
         assert_eq!(call.words().last(), Some(&&b"read"[..]));
-        assert_eq!(call.words()[1], b"distlock_1_rw_acquire");
+        assert_eq!(call.words()[1], b"distlock_2_rw_acquire");
     }
 }

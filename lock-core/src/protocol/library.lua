@@ -1,4 +1,4 @@
-#!lua name=distlock_1
+#!lua name=distlock_2
 -- distlock's protocol: one Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded once
 -- per server (FUNCTION LOAD; it replicates and persists with the data) and called with
 -- FCALL / FCALL_RO. Its helpers and constants are defined once, at load time, so every
@@ -26,7 +26,14 @@
 -- waiter or refreshes it: a later arrival is not lower, so its place is kept; a later
 -- deadline is, so it is extended. The two entries always go together. A member is
 -- `<lease ms>|<owner>|<metadata>` (a semaphore's `<lease ms>:<capacity>|…`), so a hand-off
--- sets the waiter's own lease and record.
+-- sets the waiter's own record.
+--
+-- A hand-off must not hand a name to the dead. It skips a waiter whose grant reaches nobody
+-- (PUBLISH counts the receivers: a waiter's client that died, was dropped or ended its
+-- runtime has no subscription left), and it grants a *claim*, not a lease: the hold lives
+-- CLAIM_MS (or the waiter's lease if shorter) until the new holder's client, which read the
+-- grant, extends it to its lease (RENEW). A waiter that dies while its grant travels blocks
+-- the name for a claim, not a lease.
 --
 -- Fencing tokens are the Redis clock in microseconds at the grant, and never at or below
 -- the previous holder's token when it is known (a hand-off, Redlock's fence floor): no
@@ -34,7 +41,7 @@
 -- clock, which has moved on.
 
 -- Constants. lock-core's Rust side has the same values (its tests compare them).
-local PREFIX = 'distlock_1_'
+local PREFIX = 'distlock_2_'
 local HOLDER_FIELD = 'distlock:holder'
 local VALUE_FIELD = 'distlock:holder:value'
 local HOLDERS_PREFIX = 'distlock__holders:'
@@ -48,6 +55,12 @@ local WRITE_RELEASE_MESSAGE = '1'
 local LEADER_MESSAGE = '2'
 local LIVE_BASE = 9000000000000000
 local WAITER_TTL_MIN = 6000
+local CLAIM_MS = 1500
+
+-- True while a call runs as a Cluster variant (see `register`): there plain PUBLISH answers
+-- only the node's own subscribers, so its count says nothing of a waiter's client. A server
+-- runs the variants of one kind only, so this never changes back.
+local on_cluster = false
 
 ------------------------------------------------------------------------------------------
 -- Shared helpers
@@ -77,11 +90,23 @@ local function token_of(record)
 end
 -- Tells waiter `owner` that it holds the lock `key` now, with `token` (a number or its
 -- text). Only on its client's grants channel (the client id is the owner's text before its
--- first ':'), so no other process waiting here hears it.
+-- first ':'), so no other process waiting here hears it. False when nobody heard it where
+-- every receiver is counted: the waiter's client is gone, and the caller skips it.
 local function publish_grant(publish, key, owner, token)
   if type(token) == 'number' then token = string.format('%d', token) end
-  redis.call(publish, GRANTS_PREFIX .. '{' .. key .. '}:' .. string.match(owner, '^[^:]*'),
+  local heard = redis.call(publish,
+    GRANTS_PREFIX .. '{' .. key .. '}:' .. string.match(owner, '^[^:]*'),
     GRANT_PREFIX .. owner .. ':' .. token)
+  return heard > 0 or (on_cluster and publish == 'publish')
+end
+-- The TTL of a hold granted by message: the waiter's lease (text), at most CLAIM_MS. Its
+-- client extends it to the lease when the grant reaches it.
+local function claim_of(lease_ms)
+  return math.min(tonumber(lease_ms), CLAIM_MS)
+end
+-- A fresh grant's fencing token: the Redis clock `t` in µs, above `floor`.
+local function token_at(t, floor)
+  return math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), floor + 1)
 end
 -- The lowest token a grant must exceed: `previous` (the last holder's), and under Redlock
 -- the fence floor.
@@ -150,20 +175,19 @@ end
 ------------------------------------------------------------------------------------------
 -- The exclusive lock: Redisson's RLock.
 
--- Takes the (free) lock `key` for `owner` with `lease_ms` at Redis time `t`, with a token
--- above `floor`; returns the token.
-local function grant(key, owner, meta, lease_ms, t, floor)
-  local token = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), floor + 1)
+-- Takes the (free) lock `key` for `owner` with `token` (a number) for `ttl_ms`; returns
+-- the token.
+local function grant(key, owner, meta, ttl_ms, token)
   redis.call('hset', key, owner, '1', HOLDER_FIELD,
     record_of(string.format('%d', token), owner, meta))
-  redis.call('pexpire', key, lease_ms)
+  redis.call('pexpire', key, ttl_ms)
   return token
 end
--- Grants the (free) lock to the first waiter whose deadline has not passed, dropping dead
--- ones: `t` the Redis clock, `floor` the lowest token the grant must exceed, `skip` the
--- queue member not to publish the grant to (the caller; '' for none), `head` and `arrival`
--- the queue's first member and its score when the caller already popped it (else nil).
--- Returns member, token or nil.
+-- Grants the (free) lock to the first waiter whose deadline has not passed and whose client
+-- hears the grant, dropping the others: `t` the Redis clock, `floor` the lowest token the
+-- grant must exceed, `skip` the queue member that is the caller (granted its lease, with no
+-- message; '' for none), `head` and `arrival` the queue's first member and its score when
+-- the caller already popped it (else nil). Returns member, token or nil.
 local function grant_next(key, queue, t, floor, skip, publish, head, arrival)
   local now = ms_of(t)
   for _ = 1, 64 do
@@ -174,11 +198,13 @@ local function grant_next(key, queue, t, floor, skip, publish, head, arrival)
     end
     if alive(queue, head, now, arrival) then
       local lease_ms, owner, meta = string.match(head, '^(%d+)|([^|]*)|?(.*)$')
-      local token = grant(key, owner, meta, lease_ms, t, floor)
-      if head ~= skip then
-        publish_grant(publish, key, owner, token)
+      local token = token_at(t, floor)
+      if head == skip then
+        return head, grant(key, owner, meta, lease_ms, token)
       end
-      return head, token
+      if publish_grant(publish, key, owner, token) then
+        return head, grant(key, owner, meta, claim_of(lease_ms), token)
+      end
     end
     head = nil
   end
@@ -223,7 +249,7 @@ local function acquire(keys, args)
       return {1, token}
     end
     if not head then
-      return {1, grant(key, owner, meta, lease_ms, t, floor)}
+      return {1, grant(key, owner, meta, lease_ms, token_at(t, floor))}
     end
     record = redis.call('hget', key, HOLDER_FIELD)
   end
@@ -265,10 +291,14 @@ local function release(keys, args)
         and ms_of(t) < math.floor(tonumber(popped[2]) / 1000) + WAITER_TTL_MIN then
       redis.call('zrem', queue, '~' .. head)
       local token = handoff_token(t, held[2])
-      redis.call('hset', key, its_owner, '1', HOLDER_FIELD, record_of(token, its_owner, its_meta))
-      redis.call('pexpire', key, its_lease)
-      publish_grant(publish, key, its_owner, token)
-      return 3
+      if publish_grant(publish, key, its_owner, token) then
+        redis.call('hset', key, its_owner, '1', HOLDER_FIELD,
+          record_of(token, its_owner, its_meta))
+        redis.call('pexpire', key, claim_of(its_lease))
+        return 3
+      end
+      -- Its client is gone: the next live waiter's turn.
+      head = nil
     end
     local floor = floor_of(fence, token_of(held[2]))
     if grant_next(key, queue, t, floor, '', publish, head, popped[2]) then
@@ -405,26 +435,26 @@ local function prune_readers(key, readers, writers)
   end
   return left
 end
--- Gives `owner` its side (write for a ':write' owner, else read) at Redis time `t`, with a
--- token above `floor`; returns the token. The hash lives as long as its longest hold:
--- `fresh` says it was just created (no TTL yet), so its TTL need not be read.
-local function grant_side(key, owner, meta, lease_ms, t, floor, fresh)
-  local token = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), floor + 1)
+-- Gives `owner` its side (write for a ':write' owner, else read) with `token` (a number)
+-- for `ttl_ms`; returns the token. The hash lives as long as its longest hold: `fresh` says
+-- it was just created (no TTL yet), so its TTL need not be read.
+local function grant_side(key, owner, meta, ttl_ms, token, fresh)
   local side = is_writer(owner) and 'write' or 'read'
   redis.call('hset', key, 'mode', side, owner, '1', record_field(owner),
     record_of(string.format('%d', token), owner, meta))
   if side == 'read' then
-    redis.call('set', timeout_key(key, owner, 1), '1', 'px', lease_ms)
+    redis.call('set', timeout_key(key, owner, 1), '1', 'px', ttl_ms)
   end
-  if fresh or redis.call('pttl', key) < tonumber(lease_ms) then
-    redis.call('pexpire', key, lease_ms)
+  if fresh or redis.call('pttl', key) < tonumber(ttl_ms) then
+    redis.call('pexpire', key, ttl_ms)
   end
   return token
 end
 -- Grants the lock to the waiters at the head of the queue, in arrival order, while they
 -- fit: a writer when nobody holds it, readers while nobody writes (a writer at the head
--- stops the readers behind it: writers are not starved). Drops dead waiters it looks at;
--- looks at none while a writer holds it. `free`: no holds (the hash is gone); `reading`:
+-- stops the readers behind it: writers are not starved). Drops dead waiters it looks at
+-- (and those whose client does not hear the grant); looks at none while a writer holds it.
+-- The caller `skip` is granted its lease, the others a claim. `free`: no holds (the hash is gone); `reading`:
 -- only readers hold. Publishes each grant unless the grantee is the member `skip`.
 -- `popped`: the queue's head {member, arrival} when the caller already took it off (a free
 -- lock's only), else nil. Returns the token granted to `skip` (or nil), how many were
@@ -453,14 +483,18 @@ local function rw_grant_waiting(key, queue, t, floor, skip, publish, free, readi
       redis.call('zrem', queue, head)
     end
     if alive(queue, head, now, first[2]) and owner then
-      local token = grant_side(key, owner, meta, lease_ms, t, floor, free)
-      granted = granted + 1
+      local token = token_at(t, floor)
       if head == skip then
-        token_of_skip = token
+        token_of_skip = grant_side(key, owner, meta, lease_ms, token, free)
+      elseif publish_grant(publish, key, owner, token) then
+        grant_side(key, owner, meta, claim_of(lease_ms), token, free)
       else
-        publish_grant(publish, key, owner, token)
+        token = nil
       end
-      free, reading = false, not writer
+      if token then
+        granted = granted + 1
+        free, reading = false, not writer
+      end
     end
   end
   return token_of_skip, granted, free, reading
@@ -541,7 +575,7 @@ local function rw_acquire(keys, args)
   -- A reader joining readers with nobody queued (a mode and one key: the lock, no queue):
   -- no need to read every hold.
   if side == 'read' and mode == 'read' and present == 1 then
-    return {1, grant_side(key, owner, meta, lease_ms, t, 0, false)}
+    return {1, grant_side(key, owner, meta, lease_ms, token_at(t, 0), false)}
   end
   local readers, writers, top, record = rw_holds(key)
   -- Readers hold it, or nobody (a writer's hold returned above): dead readers go, then the
@@ -558,7 +592,7 @@ local function rw_acquire(keys, args)
     rw_grant_waiting(key, queue, t, top, me, publish, free, reading)
   if not token and redis.call('exists', queue) == 0
       and (free or (reading and side == 'read')) then
-    token = grant_side(key, owner, meta, lease_ms, t, top, free)
+    token = grant_side(key, owner, meta, lease_ms, token_at(t, top), free)
   end
   if token then
     return {1, token}
@@ -609,11 +643,14 @@ local function rw_release(keys, args)
     if its_owner and ms_of(t) < math.floor(tonumber(popped[2]) / 1000) + WAITER_TTL_MIN then
       redis.call('zrem', queue, '~' .. head)
       local token = handoff_token(t, state[2])
-      redis.call('hset', key, 'mode', 'write', its_owner, '1', record_field(its_owner),
-        record_of(token, its_owner, its_meta))
-      redis.call('pexpire', key, its_lease)
-      publish_grant(publish, key, its_owner, token)
-      return 3
+      if publish_grant(publish, key, its_owner, token) then
+        redis.call('hset', key, 'mode', 'write', its_owner, '1', record_field(its_owner),
+          record_of(token, its_owner, its_meta))
+        redis.call('pexpire', key, claim_of(its_lease))
+        return 3
+      end
+      -- Its client is gone: the next live waiters' turn.
+      popped = nil
     end
     return hand_over(key, queue, t, token_of(state[2]), writer, publish, popped)
   end
@@ -723,20 +760,19 @@ local function expire_at_latest(key, holders, now)
     expire_both(key, holders, string.format('%d', tonumber(last[2]) - now))
   end
 end
--- Gives `owner` a permit until Redis time `t` + `lease_ms`, with a token above `floor`;
+-- Gives `owner` a permit until Redis time `t` + `ttl_ms`, with `token` (a number);
 -- returns the token.
-local function give(key, holders, owner, meta, lease_ms, t, floor)
-  local token = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), floor + 1)
-  redis.call('zadd', key, string.format('%d', ms_of(t) + tonumber(lease_ms)), owner)
+local function give(key, holders, owner, meta, ttl_ms, t, token)
+  redis.call('zadd', key, string.format('%d', ms_of(t) + tonumber(ttl_ms)), owner)
   redis.call('hset', holders, owner, record_of(string.format('%d', token), owner, meta))
   return token
 end
 -- Grants permits to the waiters at the head of the queue, in arrival order (with rising
 -- tokens), while fewer than the head's own capacity are held (`held` of them now, counted
--- here as permits are given); drops the dead waiters it takes. It stops at a head that does
--- not fit, alive or not: a deadline is read only for a waiter that would be granted (a dead
--- head goes at a later hand-off). Publishes each grant unless the grantee is the member
--- `skip`. `first`: the queue's head {member, arrival, …} when the caller already read it
+-- here as permits are given); drops the dead waiters it takes (and those whose client does
+-- not hear the grant). It stops at a head that does not fit, alive or not: a deadline is
+-- read only for a waiter that would be granted (a dead head goes at a later hand-off).
+-- Publishes each grant, with a claim, unless the grantee is the member `skip` (its lease). `first`: the queue's head {member, arrival, …} when the caller already read it
 -- (still queued), else nil. Returns the token granted to `skip` (or nil), how many were
 -- granted, whether a waiter is left, and the longest lease given (ms, 0 for none).
 local function sem_grant_waiting(key, queue, holders, t, skip, publish, held, first)
@@ -753,13 +789,18 @@ local function sem_grant_waiting(key, queue, holders, t, skip, publish, held, fi
     end
     redis.call('zrem', queue, m)
     if alive(queue, m, now, head[2]) and capacity then
-      local token = give(key, holders, owner, meta, lease_ms, t, last)
-      granted, last, held = granted + 1, token, held + 1
-      longest = math.max(longest, tonumber(lease_ms))
+      local token, ttl = token_at(t, last), tonumber(lease_ms)
       if m == skip then
         token_of_skip = token
+      elseif publish_grant(publish, key, owner, token) then
+        ttl = claim_of(lease_ms)
       else
-        publish_grant(publish, key, owner, token)
+        token = nil
+      end
+      if token then
+        give(key, holders, owner, meta, ttl, t, token)
+        granted, last, held = granted + 1, token, held + 1
+        longest = math.max(longest, ttl)
       end
     end
   end
@@ -841,7 +882,7 @@ local function sem_acquire(keys, args)
     token, granted, waiting = sem_grant_waiting(key, queue, holders, t, me, publish, held)
   end
   if not token and not waiting and held + granted < tonumber(capacity) then
-    token = give(key, holders, owner, meta, lease_ms, t, 0)
+    token = give(key, holders, owner, meta, lease_ms, t, token_at(t, 0))
   end
   if changed or granted > 0 or token then
     expire_at_latest(key, holders, now)
@@ -896,20 +937,26 @@ local function sem_release(keys, args)
       and not (next_capacity and next_capacity > held + 1) then
     redis.call('zrem', queue, head, '~' .. head)
     local token = micros_text(t)
-    redis.call('zadd', key, string.format('%d', now + tonumber(its_lease)), its_owner)
-    redis.call('hset', holders, its_owner, record_of(token, its_owner, its_meta))
-    publish_grant(publish, key, its_owner, token)
-    -- Both keys live until the latest permit's expiry: this one's, unless a permit held
-    -- lasts longer. With none held, both went with the last one: the grant made them afresh.
-    if held == 0 or redis.call('pttl', key) < tonumber(its_lease) then
-      expire_both(key, holders, its_lease)
+    if publish_grant(publish, key, its_owner, token) then
+      local claim = claim_of(its_lease)
+      redis.call('zadd', key, string.format('%d', now + claim), its_owner)
+      redis.call('hset', holders, its_owner, record_of(token, its_owner, its_meta))
+      -- Both keys live until the latest permit's expiry: this one's, unless a permit held
+      -- lasts longer. With none held, both went with the last one: the grant made them
+      -- afresh.
+      if held == 0 or redis.call('pttl', key) < claim then
+        expire_both(key, holders, claim)
+      end
+      return 3
     end
-    return 3
+    -- Its client is gone: the next live waiters' turn.
+    heads = nil
   end
   if held > 0 and prune(key, holders, now, first) then
     held = redis.call('zcard', key)
   end
-  local _, granted, _, longest = sem_grant_waiting(key, queue, holders, t, '', publish, held, heads)
+  local _, granted, _, longest =
+    sem_grant_waiting(key, queue, holders, t, '', publish, held, heads)
   if granted == 0 then
     redis.call(publish, channel(SEMAPHORE_CHANNEL, key), RELEASE_MESSAGE)
     return 1
@@ -1215,6 +1262,7 @@ end
 local function register(name, callback, flags)
   register_one(name, callback, flags)
   register_one(name .. '_cluster', function(keys, args)
+    on_cluster = true
     local refused = migrating(keys[1])
     if refused then return refused end
     return callback(keys, args)
@@ -1253,6 +1301,7 @@ register_one('multi_acquire', multi_acquire)
 -- other node; a lock's or a writer's renewal touches its own key only.
 register_one('renew', renew, FREES)
 register_one('renew_cluster', function(keys, args)
+  on_cluster = true
   for i = 3, #args, 3 do
     if args[i] == 'r' or args[i] == 's' then
       local refused = migrating(keys[1])

@@ -15,10 +15,10 @@ pub(crate) const LIBRARY: &str = include_str!("library.lua");
 /// Rust side (the Lua side has it in its first line and its `PREFIX`).
 macro_rules! library {
     () => {
-        "distlock_1"
+        "distlock_2"
     };
     ($function:literal) => {
-        concat!("distlock_1_", $function)
+        concat!("distlock_2_", $function)
     };
 }
 
@@ -127,7 +127,9 @@ pub(crate) const CLUSTER_SUFFIX: &str = "_cluster";
 mod tests {
     use super::*;
     use crate::protocol::kind::mode::LockMode;
-    use crate::protocol::kind::{FENCE_PREFIX, GRANTS_PREFIX, HOLDERS_PREFIX, WAITER_TTL_MS};
+    use crate::protocol::kind::{
+        CLAIM_MS, FENCE_PREFIX, GRANTS_PREFIX, HOLDERS_PREFIX, WAITER_TTL_MS,
+    };
     use crate::protocol::messages::GRANT_PREFIX;
 
     /// The value of the library-level `local NAME = value` (quotes dropped).
@@ -158,6 +160,7 @@ mod tests {
             LockMode::Permit.channel_prefix()
         );
         assert_eq!(constant("WAITER_TTL_MIN"), WAITER_TTL_MS.to_string());
+        assert_eq!(constant("CLAIM_MS"), CLAIM_MS.to_string());
         // Keys the library takes from the Rust side only.
         assert!(!LIBRARY.contains(FENCE_PREFIX));
     }
@@ -250,6 +253,6 @@ mod tests {
         );
     }
 
-    /// The SHA-256 of `library.lua` at version 1.
-    const PINNED_DIGEST: &str = "cc633e63c404f57f35982a7b63eb58fbec39a96e09025024d233af2df8726548";
+    /// The SHA-256 of `library.lua` at version 2.
+    const PINNED_DIGEST: &str = "b98ac81da1fef23a6d30badf83b16500234654b074f748789fcd7de2738789f4";
 }

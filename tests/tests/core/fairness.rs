@@ -98,6 +98,8 @@ async fn a_waiter_queued_long_ago_is_served_while_its_deadline_lives() {
     let locks = client(&server.url());
     let guard = locks.lock("old").await.unwrap();
     let queue = &queue_key("old");
+    // Its client listens for its grants: alive.
+    let _listening = listen_for_grants(&server, "old", "old").await;
     let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
     // Arrived at the clock's start, refreshed to live another minute.
     queue_waiter(&mut conn, queue, "30000|old:1", 0, secs * 1000 + 60_000).await;
@@ -110,6 +112,56 @@ async fn a_waiter_queued_long_ago_is_served_while_its_deadline_lives() {
         .unwrap();
     assert_eq!(holds, Some(1), "the live waiter was passed over");
     assert_eq!(queued(&mut conn, queue).await, 0);
+}
+
+/// A waiter whose client no longer listens for its grants (its process died, its client
+/// was dropped) is skipped at the hand-off, however fresh its deadline: the name goes to the
+/// next waiter at once. (The test above is its control: the same waiter, listening, is
+/// served.)
+#[tokio::test]
+async fn a_waiter_whose_client_is_gone_is_skipped_at_once() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = client(&server.url());
+    let guard = locks.lock("gone").await.unwrap();
+    let queue = &queue_key("gone");
+    let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    queue_waiter(&mut conn, queue, "30000|gone:1", 0, secs * 1000 + 60_000).await;
+    let next = client(&server.url());
+    let waiting =
+        tokio::spawn(async move { next.lock("gone").wait(Duration::from_secs(60)).await });
+    wait_until("the live waiter queued", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { queued(&mut conn, &queue_key("gone")).await == 2 }
+    })
+    .await;
+    guard.release().await.unwrap();
+    // Read at once: a grant to the gone waiter would hold the name for its claim.
+    let holds: Option<u32> = redis::cmd("HGET")
+        .arg(lock_key("gone"))
+        .arg("gone:1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(holds, None, "the gone waiter was granted");
+    let live = tokio::time::timeout(GENEROUS, waiting)
+        .await
+        .expect("the live waiter is granted")
+        .unwrap()
+        .expect("granted");
+    live.release().await.unwrap();
+}
+
+/// Subscribes, as client `client_id` would, to its grants channel of `name`.
+async fn listen_for_grants(
+    server: &RedisServer,
+    name: &str,
+    client_id: &str,
+) -> redis::aio::PubSub {
+    let mut pubsub = server.client().get_async_pubsub().await.unwrap();
+    let channel = format!("distlock__grant:{{{}}}:{client_id}", lock_key(name));
+    pubsub.subscribe(channel).await.unwrap();
+    pubsub
 }
 
 /// A grant whose message never arrives is found by the waiter's next attempt.

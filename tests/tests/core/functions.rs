@@ -130,9 +130,9 @@ async fn two_versions_of_the_library_run_side_by_side() {
     let server = RedisServer::start();
     let mut conn = server.conn().await;
     let older = LIBRARY
-        .replacen("#!lua name=distlock_1", "#!lua name=distlock_0", 1)
+        .replacen("#!lua name=distlock_2", "#!lua name=distlock_0", 1)
         .replacen(
-            "local PREFIX = 'distlock_1_'",
+            "local PREFIX = 'distlock_2_'",
             "local PREFIX = 'distlock_0_'",
             1,
         );

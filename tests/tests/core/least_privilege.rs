@@ -29,7 +29,7 @@ async fn an_application_user_without_eval_runs_every_path() {
         &["SCRIPT", "FLUSH"],
         &["FUNCTION", "LOAD", "#!lua name=x\n"],
         &["FUNCTION", "FLUSH"],
-        &["FUNCTION", "DELETE", "distlock_1"],
+        &["FUNCTION", "DELETE", "distlock_2"],
         &["FUNCTION", "RESTORE", "x"],
         &["FUNCTION", "LIST"],
     ];
@@ -68,7 +68,7 @@ async fn a_user_who_may_not_load_the_library_is_told_what_to_run() {
         matches!(
             &error,
             LockError::LibraryNotLoaded {
-                library: "distlock_1",
+                library: "distlock_2",
                 ..
             }
         ),

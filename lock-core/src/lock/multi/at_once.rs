@@ -96,6 +96,8 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
             lease: r.lease,
             watchdog: r.watchdog,
             sent_at: started,
+            ttl: r.lease,
+            extend_at: None,
             label: r.label.clone(),
         };
         metrics::acquisition(&r.label, Ok(()), started.elapsed(), false);

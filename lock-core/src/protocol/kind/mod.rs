@@ -30,6 +30,11 @@ pub(crate) const GRANTS_PREFIX: &str = "distlock__grant:";
 /// `library.lua`, whose `WAITER_TTL_MIN` this is). The client asks for exactly this.
 pub(crate) const WAITER_TTL_MS: u64 = 6_000;
 
+/// How long a hold handed to a waiter by message lives until the waiter's client extends
+/// it to its lease (ms; `CLAIM_MS` in `library.lua`): how long a waiter that died before it
+/// read its grant blocks the name (see [`crate::lock::claim`]).
+pub(crate) const CLAIM_MS: u64 = 1_500;
+
 /// Prefix of Redlock's fence floor, the third key of the kinds without records.
 pub(crate) const FENCE_PREFIX: &str = "distlock__fence:";
 
