@@ -4,18 +4,21 @@ use futures_util::future::join_all;
 
 use crate::client::handle::LockClient;
 use crate::error::LockError;
+use crate::lock::pending::leave;
 
 impl LockClient {
-    /// Releases every lock this client (and its clones) holds, stops its watchdog and its
-    /// pub/sub connection, and refuses every later acquisition with
-    /// [`LockError::ShutDown`]: for a service that is stopping, so that its locks are free
-    /// at once rather than after their leases. Call it once the server stopped serving
-    /// (after axum's `with_graceful_shutdown` or tonic's `serve_with_shutdown` returned),
-    /// so that no request still runs under a lock.
+    /// Releases every lock this client (and its clones) holds, takes every acquisition that
+    /// waits out of its lock's queue, stops its watchdog and its pub/sub connection, and
+    /// refuses every later acquisition with [`LockError::ShutDown`]: for a service that is
+    /// stopping, so that its locks are free at once rather than after their leases, and no
+    /// hand-off goes to a waiter that is about to exit. Call it from the service's SIGTERM
+    /// handling, once the server stopped serving (after axum's `with_graceful_shutdown` or
+    /// tonic's `serve_with_shutdown` returned), so that no request still runs under a lock.
     ///
     /// Guards still alive report their lock lost (`lost()` fires) and release nothing more;
-    /// an acquisition still waiting ends with [`LockError::ShutDown`] once it is granted (or
-    /// with its wait). Answers how many holds were released.
+    /// an acquisition still waiting ends with [`LockError::ShutDown`]. When this returns,
+    /// every release and queue leave it sent was answered. Answers how many holds were
+    /// released.
     ///
     /// ```no_run
     /// # async fn demo(client: lock_core::LockClient, server: impl std::future::Future<Output = ()>) {
@@ -35,11 +38,18 @@ impl LockClient {
     /// The client is shut down at the first poll; releases not sent yet when the future is
     /// dropped end with their leases.
     pub async fn shutdown(&self) -> Result<usize, LockError> {
-        let holds = self.holds.close();
+        let (holds, queued) = self.holds.close();
         let releases = holds.into_iter().map(|held| held.release_in_redis());
+        let engine = &self.engine;
+        let leaves = queued.iter().map(|wait| {
+            let (keys, owner) = (&wait.keys, &wait.owner);
+            leave(engine, keys, wait.capacity, owner, wait.lease, &wait.meta)
+        });
+        let (releases, _left) =
+            futures_util::future::join(join_all(releases), join_all(leaves)).await;
         let mut released = 0;
         let mut first_error = None;
-        for outcome in join_all(releases).await {
+        for outcome in releases {
             match outcome {
                 Ok(()) => released += 1,
                 Err(error) if error.is_unavailable() => {

@@ -17,6 +17,7 @@ use crate::lock::held::{Acquired, Held};
 use crate::lock::holds::Holds;
 use crate::lock::options::RequestOptions;
 use crate::lock::pending::{leave, Pending};
+use crate::lock::queued::QueuedWait;
 use crate::lock::quorum::AcquireTally;
 use crate::lock::replicas::replicated;
 use crate::lock::scope::{next_owner_number, Scope};
@@ -96,6 +97,7 @@ pub(crate) async fn acquire(
     let attempter = Attempter {
         owner: owner_id(&engine.id, next_owner_number(), kind),
         engine: &engine,
+        holds: &holds,
         name: &name,
         keys: &keys,
         capacity: permits,
@@ -206,6 +208,8 @@ fn reentered(
 /// One acquisition's attempts: what they send, and what the clean-up guard needs.
 struct Attempter<'a> {
     engine: &'a Arc<Engine>,
+    /// The client's holds, with its queued waits and its shutdown signal.
+    holds: &'a Holds,
     name: &'a LockName,
     keys: &'a LockKeys,
     /// A semaphore's capacity as this caller sees it (1 for the other kinds).
@@ -251,7 +255,19 @@ impl Attempter<'_> {
         // A grant whose token is not above a holder's token seen since was superseded (it
         // expired while this waiter was paused, say): its message must not be trusted.
         let mut superseded_below = 0;
+        // Recorded while queued, for a shutdown to take out of the queue.
+        let mut entry = None;
         for attempts in 1u64.. {
+            if self.holds.is_closed() {
+                if entry.is_some() || redlock {
+                    pending.leave().await;
+                } else {
+                    pending.disarm();
+                }
+                return Err(LockError::ShutDown {
+                    name: self.name.clone(),
+                });
+            }
             let sent_at = Instant::now();
             // Queued only once subscribed: Redis skips a queued waiter whose client does not
             // hear its grant (see `library.lua`), and the first attempt of a client not yet
@@ -261,6 +277,9 @@ impl Attempter<'_> {
             } else {
                 Duration::ZERO
             };
+            if entry.is_none() && !queue_for.is_zero() {
+                entry = Some(self.holds.queued.enter(self.queued_wait()));
+            }
             let (ttl, holder) = match self.try_once(queue_for).await? {
                 Attempt::Acquired(token) => {
                     pending.disarm();
@@ -319,6 +338,8 @@ impl Attempter<'_> {
             let wake = tokio::select! {
                 wake = sub.next() => Some(wake),
                 () = tokio::time::sleep_until(retry_at) => None,
+                // The next turn of the loop leaves the queue and ends.
+                () = self.holds.closing() => None,
             };
             if let Some(Wake::Granted(token)) =
                 wake.filter(|w| !is_superseded(*w, superseded_below))
@@ -406,6 +427,17 @@ impl Attempter<'_> {
     /// validity, lease − elapsed − drift.
     fn still_valid(&self, sent_at: Instant) -> bool {
         sent_at.elapsed() + drift(self.lease) < self.lease
+    }
+
+    /// What leaving this attempter's queue takes, for the shutdown.
+    fn queued_wait(&self) -> QueuedWait {
+        QueuedWait {
+            keys: self.keys.clone(),
+            capacity: self.capacity,
+            owner: self.owner.clone(),
+            lease: self.lease,
+            meta: self.meta.clone().into_owned(),
+        }
     }
 
     /// Leaves the queue, and undoes a grant this attempter did not keep.

@@ -1,5 +1,6 @@
 //! Every hold of one client, for what concerns them all: the watchdog renews those without
-//! an explicit lease, a revocation names one by owner and key, a shutdown releases them all.
+//! an explicit lease, a revocation names one by owner and key, a shutdown releases them all
+//! and takes the client's [queued](super::queued) waits out of their queues.
 //!
 //! The registry sits above the holds and the engine: a hold does not know it. It keeps weak
 //! references and forgets ended holds by itself (when it has grown to twice what was alive
@@ -8,7 +9,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+
 use crate::lock::held::Held;
+use crate::lock::queued::{Queued, QueuedWait};
 
 /// Fewest entries at which a sweep runs: small registries are never swept.
 const MIN_SWEEP: usize = 64;
@@ -19,6 +23,10 @@ pub(crate) struct Holds {
     state: Mutex<State>,
     /// Set once the revocation listener was started (at the first hold).
     listening: AtomicBool,
+    /// The waits queued in Redis.
+    pub(crate) queued: Arc<Queued>,
+    /// Fires at the shutdown: waiting acquisitions leave their queues and end.
+    closing: CancellationToken,
 }
 
 #[derive(Debug)]
@@ -41,6 +49,8 @@ impl Default for Holds {
         Self {
             state: Mutex::new(state),
             listening: AtomicBool::new(false),
+            queued: Arc::default(),
+            closing: CancellationToken::new(),
         }
     }
 }
@@ -85,19 +95,23 @@ impl Holds {
         held
     }
 
-    /// Refuses every later hold and hands over the current ones.
-    pub(crate) fn close(&self) -> Vec<Arc<Held>> {
+    /// Refuses every later hold, wakes the waiting acquisitions, and hands over the current
+    /// holds and the queued waits.
+    pub(crate) fn close(&self) -> (Vec<Arc<Held>>, Vec<QueuedWait>) {
         let mut state = self.state();
         state.closed = true;
-        state
-            .held
-            .drain(..)
-            .filter_map(|weak| live(&weak))
-            .collect()
+        self.closing.cancel();
+        let held = state.held.drain(..).filter_map(|weak| live(&weak));
+        (held.collect(), self.queued.take())
     }
 
     pub(crate) fn is_closed(&self) -> bool {
         self.state().closed
+    }
+
+    /// Resolves once the client is shutting down.
+    pub(crate) fn closing(&self) -> WaitForCancellationFuture<'_> {
+        self.closing.cancelled()
     }
 
     /// True the first time only: whoever gets it starts the revocation listener.

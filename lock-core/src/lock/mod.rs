@@ -32,6 +32,7 @@ mod layers;
 pub(crate) mod multi;
 pub(crate) mod options;
 pub(crate) mod pending;
+pub(crate) mod queued;
 pub(crate) mod quorum;
 pub(crate) mod replicas;
 pub(crate) mod request;

@@ -7,6 +7,7 @@
 mod bounded;
 mod cancellation;
 mod connect;
+mod departed;
 mod exclusion;
 mod expiry;
 mod fairness;
