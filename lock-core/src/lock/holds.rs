@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(holds.find("o:1", held[1].keys.lock()).len(), 1);
         assert!(holds.find("o:0", held[0].keys.lock()).is_empty());
         // The shutdown hands over what has not ended (a lost hold is still released).
-        let closed: Vec<_> = holds.close().iter().map(|h| h.owner.clone()).collect();
+        let closed: Vec<_> = holds.close().0.iter().map(|h| h.owner.clone()).collect();
         assert_eq!(closed, ["o:1", "o:2", "o:3"]);
         assert!(!holds.insert(&hold(&client, 9, true)));
     }

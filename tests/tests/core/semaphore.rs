@@ -371,7 +371,7 @@ async fn uncontended_acquire_and_release_cost_one_call_each() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handed_permit_keeps_the_keys_for_its_own_lease() {
     let server = RedisServer::start();
-    let mut conn = server.conn().await;
+    let conn = server.conn().await;
     let locks = client(&server.url());
     let short = Duration::from_secs(2);
     let first = locks.semaphore("lasting", 2).lease(short).await.unwrap();
