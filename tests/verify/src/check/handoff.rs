@@ -6,8 +6,9 @@
 //! * a *holder* from its grant to its release sent or to the moment it was told the hold is
 //!   gone. A holder whose process was killed keeps the name until the kill + its lease
 //!   (twice the lease when it had called `extend`): a dead holder legitimately blocks that
-//!   long. A `lock_all` not yet granted may already hold some of its names (it takes them
-//!   one by one), so it counts as a holder of all of them from its invocation;
+//!   long. A `lock_all` not yet granted may already hold its names but the last in key
+//!   order (it takes them one by one in that order), so it counts as their holder from its
+//!   invocation;
 //! * a *waiter* from its invocation to its grant, its failure, or its process's death: a
 //!   dead waiter stops counting at its death;
 //! * a *grant*: any `Acquired` of the name.
@@ -156,16 +157,23 @@ fn timelines(ix: &Indexed, extra: &Extra) -> BTreeMap<String, Timeline> {
             _ => view.last,
         };
         let wait_end = view.acquired.as_ref().map_or(unanswered, |a| a.0);
-        for name in names {
-            let line = out.entry(name.clone()).or_default();
-            if waits {
+        if waits {
+            for name in &names {
+                let line = out.entry((*name).clone()).or_default();
                 line.waiters.push((view.invoked, wait_end, view.op));
             }
-            if multi {
-                let end = match (&view.acquired, &view.complete, killed) {
-                    (None, None, Some(kill)) => kill + lease,
-                    _ => wait_end,
-                };
+        }
+        if multi {
+            let end = match (&view.acquired, &view.complete, killed) {
+                (None, None, Some(kill)) => kill + lease,
+                _ => wait_end,
+            };
+            // The names share the key prefix: their order is their keys'.
+            let mut taken_first = names.clone();
+            taken_first.sort();
+            taken_first.pop();
+            for name in taken_first {
+                let line = out.entry(name.clone()).or_default();
                 line.holders.push((view.invoked, end));
             }
         }
@@ -535,6 +543,42 @@ mod tests {
         let (violations, _) = run(r);
         assert_eq!(violations.len(), 1, "{violations:?}");
         assert!(violations[0].what.contains("t=1.500 s to t=5.000 s"));
+        // It takes its last name (in key order) last: that one it does not hold meanwhile.
+        let mut r = vec![start(0, 1), start(0, 2)];
+        r.extend([
+            invoke(0, 1, 11, "lock_all", &["x1", "x0"]),
+            complete(4 * S, 1, 11, Outcome::Fail("WaitTimeout".into())),
+            invoke(100 * MS, 2, 21, "lock", &["x1"]),
+            complete(4 * S, 2, 21, Outcome::Fail("WaitTimeout".into())),
+        ]);
+        let (violations, _) = run(r);
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert!(violations[0].what.starts_with("x1: "));
+    }
+
+    /// Re-judges a saved run's directory:
+    /// `DISTLOCK_VERIFY_HISTORY=<dir> cargo test -p distlock-verify --lib rejudge -- --ignored --nocapture`
+    /// (`--handoff-bound-ms` as `DISTLOCK_VERIFY_BOUND_MS`).
+    #[test]
+    #[ignore = "needs a saved run"]
+    fn rejudge_a_saved_history() {
+        let dir = std::env::var("DISTLOCK_VERIFY_HISTORY").expect("a run's directory");
+        let bound = std::env::var("DISTLOCK_VERIFY_BOUND_MS")
+            .map_or(BOUND, |ms| ms.parse::<u64>().expect("milliseconds") * MS);
+        let records = crate::history::load(std::path::Path::new(&dir)).unwrap();
+        let ix = index(&records, MARGIN);
+        let (violations, stats) = check(&records, &ix, bound, MARGIN);
+        for v in &violations {
+            println!("{} (ops {:?})", v.what, v.ops);
+        }
+        println!(
+            "{} violations; {} pieces, p50 {} ms, p99 {} ms, longest {} ms",
+            violations.len(),
+            stats.pieces.len(),
+            stats.quantile_ms(0.5),
+            stats.quantile_ms(0.99),
+            stats.quantile_ms(1.0)
+        );
     }
 
     #[test]
