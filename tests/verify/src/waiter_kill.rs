@@ -4,7 +4,7 @@
 //! the hand-off meets the kill. The victims are found in the client histories as they are
 //! written ([`Tail`]). Every random choice is drawn before the search, so the seed fixes the
 //! schedule's draws whatever the timing; a search that finds no victim within [`SEARCH`]
-//! kills nobody.
+//! kills nobody. Under the `dead-grant` control every kill is at a hand-off.
 
 use std::path::Path;
 use std::time::Duration;
@@ -64,7 +64,14 @@ impl WaiterKill {
 
     /// Kills one waiting client (and starts another); returns what it did, for the counts.
     pub async fn apply(&mut self, rng: &mut Rng, clients: &mut Clients) -> &'static str {
-        let moment = [Moment::Queued, Moment::Long, Moment::HandOff][rng.index(3)];
+        let drawn = [Moment::Queued, Moment::Long, Moment::HandOff][rng.index(3)];
+        // Under the control every kill meets a hand-off: once grants skip waiters whose
+        // client is gone, only a kill just after the grant leaves one to the dead.
+        let moment = if self.control.is_some() {
+            Moment::HandOff
+        } else {
+            drawn
+        };
         let pick = rng.next_u64();
         let deadline = Instant::now() + SEARCH;
         let victim = match moment {
