@@ -94,9 +94,10 @@ fi
 
 # The fault harness (tests/verify, `distlock-verify`): seeded runs with clients in several
 # processes, a nemesis and history checkers, on one server and on a Cluster (and on one
-# Valkey server), then its two negative controls (no token check under client pauses; locks
+# Valkey server), then its three negative controls (no token check under client pauses; locks
 # skipped — jobs, elections and idempotency keys too, and the HTTP servers without their
-# idempotency layer), which pass only when the checkers report violations. A failing run prints the history around each violation and the command
+# idempotency layer; killed waiters' grants kept for 10 s, as grants to the dead were before
+# they carried a short claim), which pass only when the checkers report violations. A failing run prints the history around each violation and the command
 # that replays its seed. The runs go side by side (each mostly waits on its nemesis and is
 # bounded by its own --secs); their reports are printed one after another.
 # A fixed seed by default, so that CI replays one schedule; set DISTLOCK_VERIFY_SEED to explore.
@@ -123,6 +124,7 @@ if phase "fault harness build" cargo build -q -p distlock-verify; then
   verify cluster --topology cluster --secs "$secs"
   verify control-unfenced --topology single --secs 20 --control unfenced
   verify control-nolock --topology single --secs 10 --control nolock
+  verify control-dead-grant --topology single --secs 30 --control dead-grant
   if [ -n "$valkey" ]; then
     REDIS_SERVER_BIN="$valkey" verify valkey-single --topology single --secs 30
   fi

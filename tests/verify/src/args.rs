@@ -1,6 +1,6 @@
 //! The command line: `--topology single|cluster|sentinel|redlock --secs N --seed S
-//! [--faults a,b,…|all|none] [--control unfenced|nolock] [--clients N] [--tasks N]
-//! [--out DIR]`, and the client sub-mode the controller starts.
+//! [--faults a,b,…|all|none] [--control unfenced|nolock|dead-grant] [--clients N] [--tasks N]
+//! [--handoff-bound-ms MS] [--out DIR]`, and the client sub-mode the controller starts.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -55,6 +55,21 @@ pub enum Control {
     Unfenced,
     /// The clients skip the locks (token 0).
     NoLock,
+    /// The nemesis kills waiters, and whenever a killed client's owner turns up as a holder
+    /// it sets the lock's TTL to a long lease: what a hand-off to a dead waiter did before
+    /// grants carried a short claim (the hand-off checker must fire).
+    DeadGrant,
+}
+
+impl Control {
+    /// Whether the client processes run differently under this control (the others are
+    /// the controller's alone).
+    pub fn in_clients(self) -> bool {
+        match self {
+            Self::Unfenced | Self::NoLock => true,
+            Self::DeadGrant => false,
+        }
+    }
 }
 
 impl FromStr for Control {
@@ -63,7 +78,10 @@ impl FromStr for Control {
         match s {
             "unfenced" => Ok(Self::Unfenced),
             "nolock" => Ok(Self::NoLock),
-            _ => Err(format!("unknown control {s:?} (unfenced, nolock)")),
+            "dead-grant" => Ok(Self::DeadGrant),
+            _ => Err(format!(
+                "unknown control {s:?} (unfenced, nolock, dead-grant)"
+            )),
         }
     }
 }
@@ -73,6 +91,7 @@ impl fmt::Display for Control {
         f.write_str(match self {
             Self::Unfenced => "unfenced",
             Self::NoLock => "nolock",
+            Self::DeadGrant => "dead-grant",
         })
     }
 }
@@ -143,7 +162,8 @@ impl Args {
 /// The usage line.
 pub const USAGE: &str =
     "usage: distlock-verify --topology single|cluster|sentinel|redlock --secs N --seed S \
-[--faults all|none|a,b,…] [--control unfenced|nolock] [--clients N] [--tasks N] [--out DIR]";
+[--faults all|none|a,b,…] [--control unfenced|nolock|dead-grant] [--clients N] [--tasks N] \
+[--handoff-bound-ms MS] [--out DIR]";
 
 #[cfg(test)]
 mod tests {

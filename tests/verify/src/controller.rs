@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
+use distlock_tests::fault::lock_url;
 use distlock_tests::fault::rng::Rng;
 use distlock_tests::RedisServer;
 use tokio::time::{sleep, Instant};
@@ -12,11 +13,13 @@ use crate::args::{Args, Control, Topology};
 use crate::check::registers::Dump;
 use crate::check::{self, Violation};
 use crate::clients::{Clients, Launch};
+use crate::dead_grant::DeadGrant;
 use crate::history::{self, Event, HistoryWriter};
 use crate::nemesis::{self, parse_faults};
 use crate::register::Registers;
 use crate::report::{self, Report};
 use crate::topology::{keys_left, Servers};
+use crate::waiter_kill::WaiterKill;
 use crate::workload::{register_names, LEASE};
 use crate::{guarded, sentinel_watch, topology};
 
@@ -39,10 +42,14 @@ pub async fn run(args: &Args) -> Result<bool, String> {
     let default_faults = match control {
         Some(Control::Unfenced) => "client-pause",
         Some(Control::NoLock) => "none",
+        Some(Control::DeadGrant) => "waiter-kill",
         None => "all",
     };
     let faults_spec = args.get("faults").unwrap_or(default_faults).to_owned();
     let faults = parse_faults(&faults_spec, topology)?;
+    let handoff_bound = args.or("handoff-bound-ms", check::handoff::BOUND / 1_000_000)? * 1_000_000;
+    // The clients see only the controls that change what they do.
+    let client_control = control.filter(|c| c.in_clients());
     let dir = args.path("out").unwrap_or_else(|| {
         let tag = control.map_or(String::new(), |c| format!("-{c}"));
         std::env::temp_dir().join(format!(
@@ -54,7 +61,7 @@ pub async fn run(args: &Args) -> Result<bool, String> {
     let replay = format!(
         "cargo run -p distlock-verify --release -- --topology {topology} --secs {secs} --seed {seed} --faults {faults_spec}{}",
         control.map_or(String::new(), |c| format!(" --control {c}"))
-    ) + &["clients", "tasks"]
+    ) + &["clients", "tasks", "handoff-bound-ms"]
         .iter()
         .filter_map(|k| Some(format!(" --{k} {}", args.get(k)?)))
         .collect::<String>();
@@ -72,7 +79,7 @@ pub async fn run(args: &Args) -> Result<bool, String> {
         dir: dir.clone(),
         seed,
         tasks: args.or("tasks", 4)?,
-        control,
+        control: client_control,
         limit: launch_limit(secs),
     };
     let mut clients = Clients::start(launch, history.clone(), args.or("clients", 3)?)
@@ -103,20 +110,37 @@ pub async fn run(args: &Args) -> Result<bool, String> {
         gap,
         until,
     };
-    let fault_counts =
-        nemesis::run(&schedule, &mut rng, &mut servers, &mut clients, &history).await;
+    let dead_grant = match control {
+        Some(Control::DeadGrant) => {
+            Some(DeadGrant::start(&dead_grant_word(&servers)?, until).await?)
+        }
+        _ => None,
+    };
+    let mut waiter_kill = WaiterKill::new(&dir, dead_grant.clone());
+    let mut fault_counts = nemesis::run(
+        &schedule,
+        &mut rng,
+        &mut servers,
+        &mut clients,
+        &mut waiter_kill,
+        &history,
+    )
+    .await;
     sleep(until.saturating_duration_since(Instant::now())).await;
     if let Servers::Cluster(cluster) = &servers {
         let _ = tokio::task::block_in_place(|| cluster.wait_until_healthy(Duration::from_secs(60)));
     }
     history.log(0, Event::NemesisEnd);
     sleep(TAIL).await;
+    if let Some(control) = &dead_grant {
+        fault_counts.insert("dead-grant:kept", control.kept());
+    }
     let killed_at_stop = clients.stop(Duration::from_secs(30)).await;
     if let Some(watcher) = &watcher {
         watcher.abort();
     }
     // Read (and deleted) before the keys left are counted.
-    let writes = guarded::Writes::of(topology, &servers.urls(), control);
+    let writes = guarded::Writes::of(topology, &servers.urls(), client_control);
     let lock_client = topology::client(topology, &servers.urls()).map_err(|e| e.to_string())?;
     let guarded = guarded::dump_all(&writes, &lock_client).await?;
     let keys = wait_keys_gone(&servers).await;
@@ -131,7 +155,7 @@ pub async fn run(args: &Args) -> Result<bool, String> {
         dumps.insert(name, Dump { value, log });
     }
     let switches = check::switches::read(&dir, MARGIN);
-    let report = check_all(&records, &dumps, &guarded, &keys, &switches);
+    let report = check_all(&records, &dumps, &guarded, &keys, &switches, handoff_bound);
     let report = Report {
         topology,
         secs,
@@ -144,6 +168,18 @@ pub async fn run(args: &Args) -> Result<bool, String> {
     };
     report::print(&report, &records, &replay, &dir);
     Ok(report.passed())
+}
+
+/// Where the `dead-grant` control reads the locks: the server itself (not its proxy), or
+/// the Cluster.
+fn dead_grant_word(servers: &Servers) -> Result<String, String> {
+    match servers {
+        Servers::Single { server, .. } => Ok(server.url()),
+        Servers::Cluster(cluster) => Ok(lock_url::cluster(&cluster.seed_urls())),
+        Servers::Sentinel(_) | Servers::Redlock(_) => {
+            Err("the dead-grant control runs on one server or a Cluster".to_owned())
+        }
+    }
 }
 
 /// The longest a run's processes may live: its nemesis, the tail, and room to stop.
@@ -183,13 +219,14 @@ fn registers_written(records: &[history::Record]) -> BTreeSet<String> {
 }
 
 /// Runs every checker; `guarded` are the guarded registers beside the locks, `switches`
-/// adds the Sentinel view's unsafe windows.
+/// adds the Sentinel view's unsafe windows, `handoff_bound` (ns) is the hand-off checker's.
 pub fn check_all(
     records: &[history::Record],
     dumps: &BTreeMap<String, Dump>,
     guarded: &BTreeMap<String, Dump>,
     keys: &[String],
     switches: &[check::Window],
+    handoff_bound: u64,
 ) -> Report {
     let mut ix = check::index(records, MARGIN);
     ix.add_split(switches);
@@ -213,6 +250,8 @@ pub fn check_all(
     ));
     violations.extend(check::http::check(records, dumps, &ix));
     violations.extend(check::guarded::check(records, guarded, &ix.shared_windows));
+    let (handoff, handoff_stats) = check::handoff::check(records, &ix, handoff_bound, MARGIN);
+    violations.extend(handoff);
     Report {
         ops: report::op_counts(&ix),
         http: report::http_counts(records),
@@ -220,6 +259,7 @@ pub fn check_all(
         linearizability_unchecked: found.unchecked,
         unsafe_windows: ix.unsafe_windows.len(),
         violations,
+        handoff: handoff_stats,
         ..Report::default()
     }
 }

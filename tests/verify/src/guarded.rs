@@ -36,7 +36,7 @@ pub enum Writes {
 impl Writes {
     /// The writes of a run on `topology` whose clients got `urls`, under `control`.
     pub fn of(topology: Topology, urls: &[String], control: Option<Control>) -> Self {
-        match (topology, control) {
+        match (topology, control.filter(|c| c.in_clients())) {
             (Topology::Redlock, _) => Self::Off,
             (_, None) => Self::Guarded,
             (Topology::Single, Some(_)) => Self::Plain(urls[0].clone()),

@@ -194,6 +194,12 @@ pub enum Event {
     },
     /// The controller SIGKILLed a client process.
     ClientKilled,
+    /// A client process's lock client is up (logged by the process itself, op 0): the UUID
+    /// that starts its Redis owner ids, so the controller can find its holds in Redis.
+    ClientId {
+        /// `LockClient::id`.
+        id: String,
+    },
 }
 
 /// One history line.

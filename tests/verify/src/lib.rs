@@ -7,8 +7,8 @@
 //!
 //! ```text
 //! cargo run -p distlock-verify --release -- --topology single|cluster|sentinel|redlock \
-//!     --secs N --seed S [--faults all|none|a,b,…] [--control unfenced|nolock] \
-//!     [--clients 3] [--tasks 4] [--out DIR]
+//!     --secs N --seed S [--faults all|none|a,b,…] [--control unfenced|nolock|dead-grant] \
+//!     [--clients 3] [--tasks 4] [--handoff-bound-ms 3000] [--out DIR]
 //! ```
 //!
 //! * [`args`]: the command line; [`controller`]: one run; [`topology`]: the lock servers;
@@ -17,7 +17,9 @@
 //!   process's idempotency layer over HTTP and the gateways that retry requests across them;
 //!   [`register`]: the fenced resource; [`guarded`]: the registers beside the locks, written
 //!   by guarded writes; [`nemesis`]: the faults (`reshard`: Cluster
-//!   resharding); [`history`]: the events; [`sentinel_watch`]: what the Sentinels name;
+//!   resharding; [`waiter_kill`]: kills of waiting clients, found by following their
+//!   histories with [`tail`]; [`dead_grant`]: the hand-off checker's control); [`history`]:
+//!   the events; [`sentinel_watch`]: what the Sentinels name;
 //!   [`check`]: the checkers; [`report`]: what is printed.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -26,6 +28,7 @@ pub mod args;
 pub mod check;
 pub mod clients;
 pub mod controller;
+pub mod dead_grant;
 pub mod election;
 pub mod guarded;
 pub mod history;
@@ -38,5 +41,7 @@ pub mod register;
 pub mod report;
 mod reshard;
 pub mod sentinel_watch;
+pub mod tail;
 pub mod topology;
+pub mod waiter_kill;
 pub mod workload;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use distlock_verify::args::{Args, Control, Topology, USAGE};
 use distlock_verify::guarded::Writes;
-use distlock_verify::history::HistoryWriter;
+use distlock_verify::history::{Event, HistoryWriter};
 use distlock_verify::http::ports::Ports;
 use distlock_verify::register::Registers;
 use distlock_verify::workload::{self, ClientConfig};
@@ -54,6 +54,12 @@ async fn client(args: &Args) -> Result<(), String> {
         HistoryWriter::create(&args.path("history").ok_or("--history is required")?, proc)
             .map_err(|e| e.to_string())?;
     let client = topology::client(topology, &urls).map_err(|e| e.to_string())?;
+    history.log(
+        0,
+        Event::ClientId {
+            id: client.id().to_owned(),
+        },
+    );
     let registers = Registers::connect(
         &args.need::<String>("resource")?,
         control != Some(Control::Unfenced),

@@ -12,6 +12,7 @@ use crate::clients::Clients;
 use crate::history::{Event, HistoryWriter};
 use crate::reshard;
 use crate::topology::Servers;
+use crate::waiter_kill::WaiterKill;
 use crate::workload::LEASE;
 
 /// A kind of fault, and whether SAFETY.md still promises exclusion without fencing under it.
@@ -21,6 +22,9 @@ pub enum Fault {
     ClientPause,
     /// SIGKILL a client and start another.
     ClientKill,
+    /// SIGKILL a client while one of its operations waits for a name, and start another
+    /// ([`crate::waiter_kill`]).
+    WaiterKill,
     /// SIGSTOP a lock server (a master), then SIGCONT.
     RedisPause,
     /// kill -9 and restart a lock server that keeps its append-only file (single).
@@ -44,9 +48,10 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault, with its command-line name.
-    pub const ALL: [(Fault, &'static str); 11] = [
+    pub const ALL: [(Fault, &'static str); 12] = [
         (Fault::ClientPause, "client-pause"),
         (Fault::ClientKill, "client-kill"),
+        (Fault::WaiterKill, "waiter-kill"),
         (Fault::RedisPause, "redis-pause"),
         (Fault::RedisRestartPersistent, "redis-restart-aof"),
         (Fault::RedisRestartEmpty, "redis-restart-empty"),
@@ -69,7 +74,7 @@ impl Fault {
     /// The faults `topology` supports.
     pub fn supported(topology: Topology) -> Vec<Fault> {
         use Fault::*;
-        let mut faults = vec![ClientPause, ClientKill, RedisPause];
+        let mut faults = vec![ClientPause, ClientKill, WaiterKill, RedisPause];
         faults.extend(match topology {
             Topology::Single => vec![
                 RedisRestartPersistent,
@@ -159,6 +164,7 @@ pub async fn run(
     rng: &mut Rng,
     servers: &mut Servers,
     clients: &mut Clients,
+    waiter_kill: &mut WaiterKill,
     history: &HistoryWriter,
 ) -> Counts {
     let Schedule {
@@ -184,7 +190,12 @@ pub async fn run(
                 split_brain: fault.split_brain(topology),
             },
         );
-        apply(fault, rng, servers, clients).await;
+        let detail = if fault == Fault::WaiterKill {
+            Some(waiter_kill.apply(rng, clients).await)
+        } else {
+            apply(fault, rng, servers, clients).await;
+            None
+        };
         history.log(
             0,
             Event::FaultEnd {
@@ -192,6 +203,9 @@ pub async fn run(
             },
         );
         *counts.entry(label).or_default() += 1;
+        if let Some(detail) = detail {
+            *counts.entry(detail).or_default() += 1;
+        }
     }
     counts
 }
@@ -204,6 +218,8 @@ async fn apply(fault: Fault, rng: &mut Rng, servers: &mut Servers, clients: &mut
             sleep(rng.millis(LEASE * 3 / 2, LEASE * 3)).await;
             victim.signal(Signal::SIGCONT);
         }
+        // Applied by `run`, which holds its state.
+        Fault::WaiterKill => {}
         Fault::ClientKill => {
             let victim = rng.index(clients.live.len());
             if let Err(e) = clients.kill_and_replace(victim).await {

@@ -8,12 +8,13 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::args::{Control, Topology};
+use crate::check::handoff::Stats;
 use crate::check::{Indexed, Violation};
 use crate::history::{Event, Outcome, Record};
 use crate::nemesis::Counts;
 
 /// Every checker, in report order.
-pub const CHECKERS: [&str; 9] = [
+pub const CHECKERS: [&str; 10] = [
     "registers",
     "exclusion",
     "honesty",
@@ -23,6 +24,7 @@ pub const CHECKERS: [&str; 9] = [
     "idempotency",
     "http",
     "guarded",
+    crate::check::handoff::CHECKER,
 ];
 /// Violations shown in full per checker.
 const SHOWN: usize = 3;
@@ -58,6 +60,8 @@ pub struct Report {
     pub elapsed: Duration,
     /// The violations.
     pub violations: Vec<Violation>,
+    /// The hand-off checker's blocked pieces.
+    pub handoff: Stats,
 }
 
 impl Default for Report {
@@ -76,6 +80,7 @@ impl Default for Report {
             killed_at_stop: 0,
             elapsed: Duration::ZERO,
             violations: Vec::new(),
+            handoff: Stats::default(),
         }
     }
 }
@@ -92,7 +97,8 @@ impl Report {
     /// A run passes with no violation; a negative control passes when the checkers it
     /// targets fired (unfenced: the registers; nolock: registers, exclusion, honesty and
     /// jobs, and with one Redis leader, idempotency and http; both: the guarded registers
-    /// written with plain commands, where a control writes them — one server, Cluster).
+    /// written with plain commands, where a control writes them — one server, Cluster;
+    /// dead-grant: the hand-off checker).
     pub fn passed(&self) -> bool {
         let counts = self.counts();
         let plain = matches!(self.topology, Topology::Single | Topology::Cluster);
@@ -110,6 +116,7 @@ impl Report {
                     && (!one_redis
                         || counts["leader"] > 0 && counts["idempotency"] > 0 && counts["http"] > 0)
             }
+            Some(Control::DeadGrant) => counts[crate::check::handoff::CHECKER] > 0,
         }
     }
 }
@@ -182,6 +189,10 @@ struct Summary<'a> {
     violations: BTreeMap<&'static str, usize>,
     linearizability_checked: usize,
     linearizability_unchecked: usize,
+    handoff_pieces: usize,
+    handoff_p50_ms: u64,
+    handoff_p99_ms: u64,
+    handoff_max_ms: u64,
     passed: bool,
 }
 
@@ -201,6 +212,10 @@ pub fn print(report: &Report, records: &[Record], replay: &str, dir: &Path) {
         violations: report.counts(),
         linearizability_checked: report.linearizability_checked,
         linearizability_unchecked: report.linearizability_unchecked,
+        handoff_pieces: report.handoff.pieces.len(),
+        handoff_p50_ms: report.handoff.quantile_ms(0.5),
+        handoff_p99_ms: report.handoff.quantile_ms(0.99),
+        handoff_max_ms: report.handoff.quantile_ms(1.0),
         passed: report.passed(),
     };
     let json = serde_json::to_string(&summary).unwrap_or_default();
@@ -242,6 +257,13 @@ pub fn print(report: &Report, records: &[Record], replay: &str, dir: &Path) {
     println!(
         "verify: linearizability searched over {} register accesses ({} in segments too long to search); {} unsafe windows",
         report.linearizability_checked, report.linearizability_unchecked, report.unsafe_windows
+    );
+    println!(
+        "verify: hand-offs: {} stretches of a free name with a live waiter, p50 {} ms, p99 {} ms, longest {} ms",
+        report.handoff.pieces.len(),
+        report.handoff.quantile_ms(0.5),
+        report.handoff.quantile_ms(0.99),
+        report.handoff.quantile_ms(1.0)
     );
     for checker in CHECKERS {
         let found: Vec<&Violation> = report

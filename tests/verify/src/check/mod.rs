@@ -7,6 +7,8 @@
 //!   without fencing, and (c) honesty: every hold that overlapped another was told;
 //! * [`liveness`] (d): after the nemesis, every client acquires within a bound, and a lease
 //!   after the end no key of any lock is left;
+//! * [`handoff`] (j): whenever a name is free of live holders while a live waiter wants it,
+//!   the next grant comes within a bound (a dead waiter must not keep a name);
 //! * [`leader`] (e): one leader at a time per election, and overlapping terms told;
 //! * [`jobs`] (f): each scheduled fire runs at most once while `hold_at_least` covers the
 //!   skew;
@@ -21,6 +23,7 @@
 //! Sentinels' own view ([`switches`]).
 
 pub mod guarded;
+pub mod handoff;
 pub mod http;
 pub mod idempotency;
 pub mod jobs;
@@ -140,7 +143,12 @@ pub fn index(records: &[Record], margin: u64) -> Indexed {
     let mut ix = Indexed::default();
     let mut open: BTreeMap<(u32, u64), (u64, bool, bool, String)> = BTreeMap::new();
     for r in records {
-        if r.p == 0 || matches!(r.ev, Event::FaultStart { .. } | Event::FaultEnd { .. }) {
+        if r.p == 0
+            || matches!(
+                r.ev,
+                Event::FaultStart { .. } | Event::FaultEnd { .. } | Event::ClientId { .. }
+            )
+        {
             match &r.ev {
                 Event::FaultStart {
                     fault,
@@ -178,7 +186,7 @@ pub fn index(records: &[Record], margin: u64) -> Indexed {
                 }
                 _ => {}
             }
-            if r.p == 0 {
+            if r.p == 0 || matches!(r.ev, Event::ClientId { .. }) {
                 continue;
             }
         }
