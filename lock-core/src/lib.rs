@@ -115,6 +115,7 @@
 //! | `distlock_renewals_total` | counter | | renewals Redis confirmed |
 //! | `distlock_renewal_failures_total` | counter | | renewals Redis did not answer |
 //! | `distlock_lost_total` | counter | | holds lost |
+//! | `distlock_claims_missed_total` | counter | | hand-offs whose claim ran out before this client extended it |
 //!
 //! # Feature flags
 //! - `tls` (default): `rediss://` URLs and the builder's certificate settings

@@ -40,6 +40,9 @@ pub(crate) const RENEWALS: &str = "distlock_renewals_total";
 pub(crate) const RENEWAL_FAILURES: &str = "distlock_renewal_failures_total";
 /// Holds that were lost (found deleted, expired or taken over, or their lease ran out).
 pub(crate) const LOST: &str = "distlock_lost_total";
+/// Hand-offs whose claim ran out before this client extended it (see SAFETY.md, liveness):
+/// the waiter went on waiting, or its hold, if its acquisition had answered, was lost.
+pub(crate) const CLAIMS_MISSED: &str = "distlock_claims_missed_total";
 /// Locks this process holds right now.
 pub(crate) const HELD: &str = "distlock_held";
 
@@ -78,6 +81,10 @@ pub(crate) fn describe() {
             LOST,
             "Holds lost: deleted, expired, taken over or force-released"
         );
+        describe_counter!(
+            CLAIMS_MISSED,
+            "Hand-offs whose claim ran out before this client extended it"
+        );
         describe_gauge!(HELD, "Locks this process holds now");
     }
 }
@@ -107,6 +114,14 @@ pub(crate) fn acquisition(
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (label, result, waited, contended);
+}
+
+/// A hand-off's claim ran out before this client extended it.
+pub(crate) fn claim_missed(label: &MetricsLabel) {
+    #[cfg(feature = "metrics")]
+    record::counter(CLAIMS_MISSED, label, None).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = label;
 }
 
 /// A waiter woke up, `by` a `"message"` or the holder's `"ttl"`.

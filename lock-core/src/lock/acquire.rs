@@ -352,6 +352,7 @@ impl Attempter<'_> {
                 }
                 // The claim ran out before this waiter read its grant: wait on.
                 tracing::debug!(lock = %self.name, "a grant's claim ran out before it was read");
+                metrics::claim_missed(self.label);
                 sub.rearm_grant();
                 continue;
             }

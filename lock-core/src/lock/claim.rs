@@ -20,6 +20,7 @@ use crate::lock::engine::Engine;
 use crate::lock::held::Held;
 use crate::lock::time::{drift, later};
 use crate::lock::watchdog;
+use crate::metrics;
 use crate::protocol::calls;
 use crate::protocol::kind::CLAIM_MS;
 use crate::protocol::name::{LockKeys, LockName};
@@ -83,7 +84,10 @@ pub(crate) fn extend_later(held: &Arc<Held>, at: Instant) {
             () = ended => {}
             () = tokio::time::sleep_until(at) => {
                 let engine = Arc::clone(&held.engine);
-                watchdog::renew(&engine, &[held]).await;
+                watchdog::renew(&engine, std::slice::from_ref(&held)).await;
+                if held.is_lost() {
+                    metrics::claim_missed(&held.label);
+                }
             }
         }
     });

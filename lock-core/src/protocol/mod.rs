@@ -10,7 +10,7 @@
 //! and a release publishes `0` on `redisson_lock__channel:{<key>}`. On top of it distlock
 //! keeps a fair queue of waiters, so a release hands the lock straight to the next live
 //! waiter (publishing `distlock:grant:<owner>:<token>` on distlock's own channel
-//! `distlock__grant:{<key>}:<client id>`, beside Redisson's, where only the waiter's own
+//! `distlock__claim:{<key>}:<client id>`, beside Redisson's, where only the waiter's own
 //! process listens: Redisson reads every message on its channel as a number, so only its
 //! own `0` and `1` go there) instead of waking everyone to race:
 //!

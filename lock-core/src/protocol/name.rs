@@ -180,7 +180,7 @@ impl LockKeys {
     }
 
     /// The channel that grants to `owner`'s waiters on this lock travel on:
-    /// `distlock__grant:{<lock key>}:<client id>`, the client id being the owner's text
+    /// `distlock__claim:{<lock key>}:<client id>`, the client id being the owner's text
     /// before its first `:` (as the scripts read it). Same slot as the lock; one channel
     /// per waiting client, so a grant is delivered to one process only.
     pub(crate) fn grants_channel(&self, owner: &str) -> Vec<u8> {
@@ -271,7 +271,7 @@ mod tests {
         assert_eq!(k.channel(), b"redisson_lock__channel:{p:item_7}");
         assert_eq!(
             k.grants_channel("0f3c-9a:12"),
-            b"distlock__grant:{p:item_7}:0f3c-9a"
+            b"distlock__claim:{p:item_7}:0f3c-9a"
         );
         assert_eq!(
             spelled(&k),
@@ -289,7 +289,7 @@ mod tests {
         assert_eq!(rw.channel(), b"redisson_rwlock:{p:item_7}");
         assert_eq!(
             rw.grants_channel("0f3c-9a:12:write"),
-            b"distlock__grant:{p:item_7}:0f3c-9a",
+            b"distlock__claim:{p:item_7}:0f3c-9a",
             "a writer's grants go to its client's channel too"
         );
         assert_eq!(spelled(&rw)[1], b"distlock__rwwait:{p:item_7}");
@@ -297,7 +297,7 @@ mod tests {
         assert_eq!(sem.channel(), b"distlock__semaphore:{p:item_7}");
         assert_eq!(
             sem.grants_channel("0f3c-9a:12"),
-            b"distlock__grant:{p:item_7}:0f3c-9a"
+            b"distlock__claim:{p:item_7}:0f3c-9a"
         );
         assert_eq!(
             spelled(&sem)[1..],

@@ -5,7 +5,7 @@
 //! nobody was queued) on the lock's release channel wakes every waiter of the channel to
 //! retry; a grant (`distlock:grant:<owner>:<token>`) goes to the one waiter it names, which
 //! now holds the lock. Grants travel on a channel of distlock's own beside Redisson's, one
-//! per lock and client (`distlock__grant:{<key>}:<client id>`, same slot), so a waiter
+//! per lock and client (`distlock__claim:{<key>}:<client id>`, same slot), so a waiter
 //! listens on both, and a grant reaches only its waiter's process: Redisson's clients only
 //! ever read their own `0`/`1` on theirs. Waiters never depend on a message alone: each also retries when the holder's TTL
 //! runs out, and after a pub/sub reconnect every waiter is woken to retry (messages may have

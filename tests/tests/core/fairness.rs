@@ -152,6 +152,33 @@ async fn a_waiter_whose_client_is_gone_is_skipped_at_once() {
     live.release().await.unwrap();
 }
 
+/// A waiter of library version 1 listens on the grants channel of its version: it would take
+/// a claim for its whole lease and not extend it. A release of this version skips it (it
+/// re-queues at its next attempt, or takes the lock free), never handing it a claim.
+#[tokio::test]
+async fn a_waiter_of_the_previous_version_is_never_handed_a_claim() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let locks = client(&server.url());
+    let guard = locks.lock("v1").await.unwrap();
+    let queue = &queue_key("v1");
+    let mut v1 = server.client().get_async_pubsub().await.unwrap();
+    v1.subscribe(format!("distlock__grant:{{{}}}:v1", lock_key("v1")))
+        .await
+        .unwrap();
+    let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    queue_waiter(&mut conn, queue, "30000|v1:1", 0, secs * 1000 + 60_000).await;
+    guard.release().await.unwrap();
+    let holds: Option<u32> = redis::cmd("HGET")
+        .arg(lock_key("v1"))
+        .arg("v1:1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(holds, None, "a version 1 waiter was handed a claim");
+    assert!(!exists(&mut conn, &lock_key("v1")).await);
+}
+
 /// Subscribes, as client `client_id` would, to its grants channel of `name`.
 async fn listen_for_grants(
     server: &RedisServer,
@@ -159,7 +186,7 @@ async fn listen_for_grants(
     client_id: &str,
 ) -> redis::aio::PubSub {
     let mut pubsub = server.client().get_async_pubsub().await.unwrap();
-    let channel = format!("distlock__grant:{{{}}}:{client_id}", lock_key(name));
+    let channel = format!("distlock__claim:{{{}}}:{client_id}", lock_key(name));
     pubsub.subscribe(channel).await.unwrap();
     pubsub
 }

@@ -26,7 +26,7 @@ async fn monitor(
     for channel in [channel, END] {
         pubsub.subscribe(channel).await.unwrap();
     }
-    pubsub.psubscribe("distlock__grant:*").await.unwrap();
+    pubsub.psubscribe("distlock__claim:*").await.unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut messages = pubsub.into_on_message();
@@ -160,7 +160,7 @@ async fn hand_offs_stay_off_redissons_lock_channel() {
     .await;
     // Each client listens on its own grants channel (it subscribes after its first try).
     for client in [&locks, &other] {
-        let own = format!("distlock__grant:{{mixed}}:{}", client.id());
+        let own = format!("distlock__claim:{{mixed}}:{}", client.id());
         wait_until(&own, GENEROUS, || async {
             subscribers(&conn, &own).await == 1
         })
@@ -186,7 +186,7 @@ async fn hand_offs_stay_off_redissons_lock_channel() {
     let channels = check(
         &seen,
         "redisson_lock__channel:{mixed}",
-        "distlock__grant:{mixed}",
+        "distlock__claim:{mixed}",
         2,
     );
     assert_ne!(channels[0], channels[1], "two clients, two channels");
@@ -232,7 +232,7 @@ async fn hand_offs_stay_off_redissons_rwlock_channel() {
     check(
         &seen,
         "redisson_rwlock:{mixed_rw}",
-        "distlock__grant:{mixed_rw}",
+        "distlock__claim:{mixed_rw}",
         2,
     );
 }

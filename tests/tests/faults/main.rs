@@ -5,6 +5,7 @@
 //! One test target per area, so the heavy dependencies link a few times; each module is one
 //! concern.
 
+mod fault_claims;
 mod fault_cluster;
 mod fault_dead_waiter;
 mod fault_guarded_write;

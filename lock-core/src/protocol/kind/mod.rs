@@ -18,11 +18,14 @@ pub(crate) mod mode;
 
 use mode::LockMode;
 
-/// Prefix of the grants channels, `distlock__grant:{<key>}:<client id>`: one per lock and
+/// Prefix of the grants channels, `distlock__claim:{<key>}:<client id>`: one per lock and
 /// waiting client, so that a grant reaches only the process whose waiter it names (one
 /// channel per lock would deliver it to every process waiting there). Distlock's own:
-/// Redisson decodes every message on its release channels as a number.
-pub(crate) const GRANTS_PREFIX: &str = "distlock__grant:";
+/// Redisson decodes every message on its release channels as a number. Named for what it
+/// carries since library version 2, a claim the waiter must extend: a client of version 1
+/// listens on `distlock__grant:` and would take a claim for its whole lease, so a release of
+/// this version never hears it there and skips it (see SAFETY.md, between versions).
+pub(crate) const GRANTS_PREFIX: &str = "distlock__claim:";
 
 /// How long a queued waiter stays alive at least (ms, from its arrival): the library
 /// queues every waiter for at least this long, whatever it asks, so that a hand-off need
