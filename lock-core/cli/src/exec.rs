@@ -3,6 +3,7 @@
 //! `consul lock`), and stops it when the lock is lost.
 
 mod child;
+pub(crate) mod reaper;
 mod signals;
 mod status;
 
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use clap::Args;
 use lock_core::{LockClient, LockError, LockGuard, LockRequest};
+use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
 use self::child::Child;
@@ -158,13 +160,19 @@ pub(crate) async fn run(
 ) -> Result<ExitCode, crate::Error> {
     // From the start: a signal while waiting ends the wait, not distlock alone later on.
     let mut signals = Forwarded::catch()?;
-    let guard = tokio::select! {
-        taken = exec.request(client).acquire() => match taken {
-            Ok(guard) => guard,
-            Err(LockError::WaitTimeout { .. }) => return Ok(exec.busy_exit_code.into()),
-            Err(error) => return Err(explain(error)),
-        },
-        signal = signals.recv() => return Ok(status::killed_by(signal).into()),
+    let guard = match take(client, &exec, &mut signals).await {
+        Ok(Ok(guard)) => guard,
+        Ok(Err(LockError::WaitTimeout { .. })) => return Ok(exec.busy_exit_code.into()),
+        Ok(Err(error)) => return Err(explain(error)),
+        Err(signal) => {
+            // The dropped acquisition's queue leave runs in the background: the runtime
+            // must outlive it, or the entry stays and the holder's release hands the lock
+            // to this dead process (for a whole lease). `shutdown` waits for it, bounded.
+            if let Err(error) = client.shutdown().await {
+                eprintln!("distlock exec: {error}; the queue entry expires by itself");
+            }
+            return Ok(status::killed_by(signal).into());
+        }
     };
     let taken_at = Instant::now();
     let env = [
@@ -172,7 +180,7 @@ pub(crate) async fn run(
         ("DISTLOCK_FENCING_TOKEN", guard.fencing_token().to_string()),
         ("DISTLOCK_MODE", guard.mode().to_string()),
     ];
-    let child = match Child::spawn(&exec.command, env) {
+    let child = match Child::spawn(&exec.command, env, exec.kill_after).await {
         Ok(child) => child,
         Err(error) => {
             let program = exec.command[0].to_string_lossy();
@@ -194,6 +202,19 @@ pub(crate) async fn run(
         release(guard).await;
     }
     Ok(code.into())
+}
+
+/// Waits for the lock, or for a signal: then the acquisition is dropped (it leaves the
+/// queue in the background) and the signal is returned.
+async fn take(
+    client: &LockClient,
+    exec: &Exec,
+    signals: &mut Forwarded,
+) -> Result<Result<LockGuard, LockError>, Signal> {
+    tokio::select! {
+        taken = exec.request(client).acquire() => Ok(taken),
+        signal = signals.recv() => Err(signal),
+    }
 }
 
 /// Runs `child` to its end, passing on the signals caught: its status, or `None` when the
