@@ -36,8 +36,16 @@ If the lock is lost while COMMAND runs (a renewal finds it gone, an operator ran
 release --force NAME`, or this process was paused past its lease), COMMAND's process group \
 gets SIGTERM, then SIGKILL after --kill-after, and distlock exec exits with 124. SIGINT, \
 SIGTERM, SIGHUP and SIGQUIT sent to distlock exec are passed on to COMMAND's process group; \
-the lock is released when COMMAND has ended. Killed with SIGKILL, distlock exec cannot \
-stop COMMAND: the lock then expires after its lease (--lease) while COMMAND runs on.
+the lock is released when COMMAND has ended. The same signals while distlock exec waits for \
+the lock end the wait (128+N): distlock exec leaves the lock's queue before it exits, so \
+the lock goes to the next waiter, not to this exited process.
+
+Killed with SIGKILL (or dying otherwise) while COMMAND runs, distlock exec cannot release: \
+the lock expires after its lease (--lease). A small companion process, `distlock \
+exec-reaper`, sees it die at once and stops COMMAND's process group (SIGTERM, SIGKILL after \
+--kill-after), so COMMAND does not run on without the lock's renewals. Processes that left \
+that group (setsid, daemons) are not stopped, nor is anything if the companion was killed \
+too.
 
 COMMAND runs in a process group of its own, so that stopping it stops every process it \
 started; it cannot read from the terminal. Its environment has:
