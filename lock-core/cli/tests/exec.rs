@@ -605,6 +605,8 @@ async fn usage_errors_and_failures_have_their_own_statuses() {
         "  124 ",
         "*/5 * * * * distlock",
         "DISTLOCK_FENCING_TOKEN",
+        "leaves the lock's queue before it exits",
+        "distlock exec-reaper",
     ] {
         assert!(help.contains(needle), "{needle}: {help}");
     }
