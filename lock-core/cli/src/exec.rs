@@ -3,6 +3,7 @@
 //! `consul lock`), and stops it when the lock is lost.
 
 mod child;
+pub(crate) mod reaper;
 mod signals;
 mod status;
 
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use clap::Args;
 use lock_core::{LockClient, LockError, LockGuard, LockRequest};
+use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
 use self::child::Child;
@@ -34,8 +36,16 @@ If the lock is lost while COMMAND runs (a renewal finds it gone, an operator ran
 release --force NAME`, or this process was paused past its lease), COMMAND's process group \
 gets SIGTERM, then SIGKILL after --kill-after, and distlock exec exits with 124. SIGINT, \
 SIGTERM, SIGHUP and SIGQUIT sent to distlock exec are passed on to COMMAND's process group; \
-the lock is released when COMMAND has ended. Killed with SIGKILL, distlock exec cannot \
-stop COMMAND: the lock then expires after its lease (--lease) while COMMAND runs on.
+the lock is released when COMMAND has ended. The same signals while distlock exec waits for \
+the lock end the wait (128+N): distlock exec leaves the lock's queue before it exits, so \
+the lock goes to the next waiter, not to this exited process.
+
+Killed with SIGKILL (or dying otherwise) while COMMAND runs, distlock exec cannot release: \
+the lock expires after its lease (--lease). A small companion process, `distlock \
+exec-reaper`, sees it die at once and stops COMMAND's process group (SIGTERM, SIGKILL after \
+--kill-after), so COMMAND does not run on without the lock's renewals. Processes that left \
+that group (setsid, daemons) are not stopped, nor is anything if the companion was killed \
+too.
 
 COMMAND runs in a process group of its own, so that stopping it stops every process it \
 started; it cannot read from the terminal. Its environment has:
@@ -158,13 +168,19 @@ pub(crate) async fn run(
 ) -> Result<ExitCode, crate::Error> {
     // From the start: a signal while waiting ends the wait, not distlock alone later on.
     let mut signals = Forwarded::catch()?;
-    let guard = tokio::select! {
-        taken = exec.request(client).acquire() => match taken {
-            Ok(guard) => guard,
-            Err(LockError::WaitTimeout { .. }) => return Ok(exec.busy_exit_code.into()),
-            Err(error) => return Err(explain(error)),
-        },
-        signal = signals.recv() => return Ok(status::killed_by(signal).into()),
+    let guard = match take(client, &exec, &mut signals).await {
+        Ok(Ok(guard)) => guard,
+        Ok(Err(LockError::WaitTimeout { .. })) => return Ok(exec.busy_exit_code.into()),
+        Ok(Err(error)) => return Err(explain(error)),
+        Err(signal) => {
+            // The dropped acquisition's queue leave runs in the background: the runtime
+            // must outlive it, or the entry stays and the holder's release hands the lock
+            // to this dead process (for a whole lease). `shutdown` waits for it, bounded.
+            if let Err(error) = client.shutdown().await {
+                eprintln!("distlock exec: {error}; the queue entry expires by itself");
+            }
+            return Ok(status::killed_by(signal).into());
+        }
     };
     let taken_at = Instant::now();
     let env = [
@@ -172,7 +188,7 @@ pub(crate) async fn run(
         ("DISTLOCK_FENCING_TOKEN", guard.fencing_token().to_string()),
         ("DISTLOCK_MODE", guard.mode().to_string()),
     ];
-    let child = match Child::spawn(&exec.command, env) {
+    let child = match Child::spawn(&exec.command, env, exec.kill_after).await {
         Ok(child) => child,
         Err(error) => {
             let program = exec.command[0].to_string_lossy();
@@ -194,6 +210,19 @@ pub(crate) async fn run(
         release(guard).await;
     }
     Ok(code.into())
+}
+
+/// Waits for the lock, or for a signal: then the acquisition is dropped (it leaves the
+/// queue in the background) and the signal is returned.
+async fn take(
+    client: &LockClient,
+    exec: &Exec,
+    signals: &mut Forwarded,
+) -> Result<Result<LockGuard, LockError>, Signal> {
+    tokio::select! {
+        taken = exec.request(client).acquire() => Ok(taken),
+        signal = signals.recv() => Err(signal),
+    }
 }
 
 /// Runs `child` to its end, passing on the signals caught: its status, or `None` when the

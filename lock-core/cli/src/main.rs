@@ -104,6 +104,10 @@ enum Command {
     },
     #[cfg(unix)]
     Exec(exec::Exec),
+    /// Internal: stops the command of a `distlock exec` that died (started by it).
+    #[cfg(unix)]
+    #[command(name = exec::reaper::SUBCOMMAND, hide = true)]
+    ExecReaper(exec::reaper::ReaperArgs),
     /// distlock's Redis Functions library, for operators.
     #[command(subcommand)]
     Functions(Functions),
@@ -131,6 +135,11 @@ impl Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Blocking, without a runtime or a client: it only waits on a pipe and sends signals.
+    #[cfg(unix)]
+    if let Command::ExecReaper(reaper) = &cli.command {
+        return reaper.run();
+    }
     let failure = cli.command.failure();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -222,6 +231,8 @@ async fn run(cli: Cli) -> Result<ExitCode, Error> {
         } => watch(&client, &cli.url, &name_prefix, json, interval, count).await?,
         #[cfg(unix)]
         Command::Exec(exec) => return exec::run(&client, exec, explain).await,
+        #[cfg(unix)]
+        Command::ExecReaper(_) => unreachable!("run by main, before the runtime"),
         Command::Functions(Functions::Load) => {
             let library = client.load_functions().await.map_err(explain)?;
             let loaded = serde_json::json!({ "loaded": library });

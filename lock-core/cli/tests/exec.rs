@@ -8,7 +8,7 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use distlock_redis_server::{ClosedPort, RedisServer, TempDir};
-use lock_core::LockClient;
+use lock_core::{LockClient, LockGuard};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -367,7 +367,7 @@ async fn sigkill_of_exec_frees_the_name_by_the_lease() {
     let dir = TempDir::new("distlock-exec").unwrap();
     let started_file = dir.path().join("started");
     let stop = dir.path().join("stop");
-    // Outlives its distlock exec: it stops when told, or after 10 s.
+    // Stopped by the killed exec's reaper (or when told, or after 10 s).
     let script = script!(r#"echo started > "$1"; until_exists "$2""#);
     let (started_path, stop_path) = (path_str(&started_file), path_str(&stop));
     let command = ["sh", "-c", script, "orphan", started_path, stop_path];
@@ -447,6 +447,74 @@ async fn a_signal_while_waiting_ends_the_wait() {
     assert_eq!(out.status.code(), Some(128 + 2), "{out:?}");
     holder.release().await.unwrap();
     assert!(!ran.exists());
+}
+
+/// While `holder` (lease 30 s) holds `queued`, an exec waits for it and gets `signal`; it
+/// must exit (128 + the signal) with its queue entry gone. Then `holder` is released and the
+/// name taken again: the new holder, and the time from the release to it.
+async fn interrupt_a_waiting_exec(
+    redis: &RedisServer,
+    locks: &LockClient,
+    holder: LockGuard,
+    signal: Signal,
+) -> (LockGuard, Duration) {
+    let waiting = exec(redis, &["--wait", "60s", "queued"], &["true"]);
+    wait_for_lock(locks, "queued", "the exec queues", |s| s.waiters() == 1).await;
+    let pid = Pid::from_raw(waiting.id().unwrap().try_into().unwrap());
+    kill(pid, signal).unwrap();
+    let out = finish(waiting).await;
+    assert_eq!(out.status.code(), Some(128 + signal as i32), "{out:?}");
+    let state = locks.inspect("queued").await.unwrap();
+    assert_eq!(
+        state.waiters(),
+        0,
+        "{signal}: left before exiting: {state:?}"
+    );
+
+    holder.release().await.unwrap();
+    let released = Instant::now();
+    let next = locks.lock("queued").lease(Duration::from_secs(30));
+    let holder = next.wait(GENEROUS).acquire().await.unwrap();
+    (holder, released.elapsed())
+}
+
+/// A signal while `distlock exec` waits leaves the lock's queue before `distlock exec`
+/// exits (SIGINT, SIGTERM, SIGHUP, SIGQUIT: 128 + its number): once it has exited, the
+/// lock has no waiter, and when the holder releases, the next acquisition gets the name
+/// at once, not after the 30 s lease a hand-off to the dead exec would cost. Control: an
+/// exec that exits without leaving (SIGKILL) is still queued after its end.
+#[tokio::test]
+async fn a_signal_while_waiting_leaves_the_queue_before_exiting() {
+    let redis = RedisServer::start();
+    let locks = client(&redis);
+    let lease = Duration::from_secs(30);
+    let mut holder = locks.lock("queued").lease(lease).acquire().await.unwrap();
+    let mut timings = Vec::new();
+    for signal in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        let elapsed;
+        (holder, elapsed) = interrupt_a_waiting_exec(&redis, &locks, holder, signal).await;
+        timings.push(elapsed.as_millis());
+        assert!(elapsed < Duration::from_secs(3), "{signal}: {elapsed:?}");
+    }
+    eprintln!("signal while waiting → holder released → next acquisition: {timings:?} ms");
+
+    let killed = exec(&redis, &["--wait", "60s", "queued"], &["true"]);
+    wait_for_lock(&locks, "queued", "the exec queues", |s| s.waiters() == 1).await;
+    let pid = Pid::from_raw(killed.id().unwrap().try_into().unwrap());
+    kill(pid, Signal::SIGKILL).unwrap();
+    finish(killed).await;
+    let state = locks.inspect("queued").await.unwrap();
+    assert_eq!(
+        state.waiters(),
+        1,
+        "a SIGKILLed exec stays queued: {state:?}"
+    );
+    holder.release().await.unwrap();
 }
 
 /// A paused `distlock exec` (SIGSTOP) whose lease runs out loses the lock to another exec;
@@ -537,7 +605,196 @@ async fn usage_errors_and_failures_have_their_own_statuses() {
         "  124 ",
         "*/5 * * * * distlock",
         "DISTLOCK_FENCING_TOKEN",
+        "leaves the lock's queue before it exits",
+        "distlock exec-reaper",
     ] {
         assert!(help.contains(needle), "{needle}: {help}");
     }
+}
+
+/// A process of the system, from `/proc/PID/stat`.
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+struct Process {
+    pid: i32,
+    ppid: i32,
+    group: i32,
+    zombie: bool,
+}
+
+/// Every process of the system (Linux): the fields after the command name, which may hold
+/// spaces and parentheses, are read from its last `)` on.
+#[cfg(target_os = "linux")]
+fn processes() -> Vec<Process> {
+    let entries = std::fs::read_dir("/proc").unwrap();
+    let pids = entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok());
+    let read = |pid: i32| -> Option<Process> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (_, fields) = stat.rsplit_once(')')?;
+        let fields: Vec<&str> = fields.split_whitespace().collect();
+        Some(Process {
+            pid,
+            ppid: fields[1].parse().ok()?,
+            group: fields[2].parse().ok()?,
+            zombie: fields[0] == "Z" || fields[0] == "X",
+        })
+    };
+    pids.filter_map(read).collect()
+}
+
+/// The live (not zombie) processes of the process group `group`.
+#[cfg(target_os = "linux")]
+fn live_members(group: i32) -> Vec<i32> {
+    let members = processes()
+        .into_iter()
+        .filter(|p| p.group == group && !p.zombie);
+    members.map(|p| p.pid).collect()
+}
+
+/// Starts an exec whose command is a shell with a background `sleep` and a foreground one
+/// (three processes in the command's group): the exec and the group's id.
+#[cfg(target_os = "linux")]
+async fn exec_with_a_group(redis: &RedisServer, dir: &TempDir, name: &str) -> (Child, i32) {
+    let pids = dir.path().join(name);
+    let script = r#"echo $$ > "$1"; sleep 600 >/dev/null 2>&1 & echo $! >> "$1"; sleep 600 & wait"#;
+    let command = ["sh", "-c", script, "group", path_str(&pids)];
+    let run = exec(redis, &[name], &command);
+    let text = wait_for(&pids, "the command starts", |t| t.lines().count() == 2).await;
+    let group: i32 = text.lines().next().unwrap().parse().unwrap();
+    let what = "the command's group has its three processes";
+    let deadline = Instant::now() + GENEROUS;
+    while live_members(group).len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {:?}",
+            live_members(group)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (run, group)
+}
+
+/// Kills (SIGKILL) an exec whose command has a group of three processes: the time until
+/// none of them is left (failing after 10 s).
+#[cfg(target_os = "linux")]
+async fn kill_an_exec(redis: &RedisServer, dir: &TempDir, name: &str) -> Duration {
+    let (mut run, group) = exec_with_a_group(redis, dir, name).await;
+    let pid = Pid::from_raw(run.id().unwrap().try_into().unwrap());
+    kill(pid, Signal::SIGKILL).unwrap();
+    let killed = Instant::now();
+    run.wait().await.unwrap();
+    let deadline = killed + GENEROUS;
+    while !live_members(group).is_empty() {
+        let left = live_members(group);
+        assert!(Instant::now() < deadline, "the group lives on: {left:?}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    killed.elapsed()
+}
+
+/// SIGKILL of `distlock exec` takes its command's whole process group with it (the shell
+/// and its background child): its reaper sees it die and sends SIGTERM to the group. The
+/// time until the group is gone is printed. Control: when the reaper is killed too, the
+/// group runs on.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_killed_exec_takes_its_commands_group_with_it() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new("distlock-exec").unwrap();
+    let mut timings = Vec::new();
+    for trial in 0..3 {
+        let elapsed = kill_an_exec(&redis, &dir, &format!("killed_{trial}")).await;
+        timings.push(elapsed.as_millis());
+    }
+    eprintln!("SIGKILL of exec → its command's group gone: {timings:?} ms");
+
+    let (mut run, group) = exec_with_a_group(&redis, &dir, "unreaped").await;
+    let exec_pid = i32::try_from(run.id().unwrap()).unwrap();
+    let reaper = processes().into_iter().find(|p| {
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", p.pid)).unwrap_or_default();
+        p.ppid == exec_pid && String::from_utf8_lossy(&cmdline).contains("exec-reaper")
+    });
+    let reaper = Pid::from_raw(reaper.expect("exec has a reaper").pid);
+    kill(reaper, Signal::SIGKILL).unwrap();
+    kill(Pid::from_raw(exec_pid), Signal::SIGKILL).unwrap();
+    run.wait().await.unwrap();
+    // The reaper acts within milliseconds (above); a second shows that nothing else does.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let left = live_members(group);
+    nix::sys::signal::killpg(Pid::from_raw(group), Signal::SIGKILL).unwrap();
+    assert_eq!(
+        left.len(),
+        3,
+        "without its reaper, the command outlives exec"
+    );
+}
+
+/// A command's background processes that outlive it in its group are left alone when the
+/// command ends normally (the reaper is dismissed first, not fired by exec's exit).
+/// Control: [`a_killed_exec_takes_its_commands_group_with_it`], where the same processes go.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_normal_end_leaves_the_commands_background_processes_alone() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new("distlock-exec").unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = r#"sleep 600 >/dev/null 2>&1 & echo $! > "$1""#;
+    let command = ["sh", "-c", script, "background", path_str(&pid_file)];
+    let out = exec_to_end(&redis, &["background"], &command).await;
+    assert!(out.status.success(), "{out:?}");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // A reaper fired by exec's exit would have acted within milliseconds.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let alive = processes().iter().any(|p| p.pid == pid && !p.zombie);
+    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    assert!(alive, "the background sleep was killed");
+}
+
+/// p50 and max of `timings`, in ms, for the measurements below.
+fn p50_max(mut timings: Vec<Duration>) -> (f64, f64) {
+    timings.sort_unstable();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    (
+        ms(timings[timings.len() / 2]),
+        ms(timings[timings.len() - 1]),
+    )
+}
+
+/// Measurement for docs/lab-notes.md, run by hand: 30 execs interrupted (SIGINT) while
+/// they wait; the time from the holder's release to the next acquisition.
+#[tokio::test]
+#[ignore = "measurement, run by hand (30 trials)"]
+async fn measure_sigint_while_waiting() {
+    let redis = RedisServer::start();
+    let locks = client(&redis);
+    let mut holder = locks.lock("queued").acquire().await.unwrap();
+    let mut timings = Vec::new();
+    for _ in 0..30 {
+        let elapsed;
+        (holder, elapsed) = interrupt_a_waiting_exec(&redis, &locks, holder, Signal::SIGINT).await;
+        timings.push(elapsed);
+    }
+    let (p50, max) = p50_max(timings);
+    eprintln!("SIGINT while waiting, release → next acquisition (ms): p50 {p50:.1}, max {max:.1}");
+}
+
+/// Measurement for docs/lab-notes.md, run by hand: 30 execs SIGKILLed while their
+/// command (a group of three processes) runs; the time until the group is gone.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+#[ignore = "measurement, run by hand (30 trials)"]
+async fn measure_sigkill_of_exec() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new("distlock-exec").unwrap();
+    let mut timings = Vec::new();
+    for trial in 0..30 {
+        let elapsed = kill_an_exec(&redis, &dir, &format!("killed_{trial}")).await;
+        timings.push(elapsed);
+    }
+    let (p50, max) = p50_max(timings);
+    eprintln!("SIGKILL of exec → command's group gone (ms): p50 {p50:.1}, max {max:.1}");
 }

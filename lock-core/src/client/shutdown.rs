@@ -20,6 +20,13 @@ impl LockClient {
     /// every release and queue leave it sent was answered. Answers how many holds were
     /// released.
     ///
+    /// It also waits (for at most twice the command timeout) for the clean-ups that dropped
+    /// futures and guards left to the background: the queue leave of an acquisition dropped
+    /// while it waited, the release of a guard dropped without `release()`. A process that
+    /// exits right after `shutdown()` thus leaves no queue entry that a hand-off could go
+    /// to: drop the waiting acquisitions first, then call it (`distlock exec` does so on a
+    /// signal while it waits).
+    ///
     /// ```no_run
     /// # async fn demo(client: lock_core::LockClient, server: impl std::future::Future<Output = ()>) {
     /// // e.g. `axum::serve(listener, app).with_graceful_shutdown(signal)`
@@ -59,9 +66,26 @@ impl LockClient {
                 Err(_) => {}
             }
         }
+        self.finish_cleanups().await;
         self.engine.stop.cancel();
         tracing::info!(released, "lock client shut down");
         first_error.map_or(Ok(released), Err)
+    }
+
+    /// Waits for the background clean-ups started so far and those they start, for at most
+    /// twice the command timeout (a call, and the functions library's load before it):
+    /// each is bounded by those timeouts already, and one stuck past them ends with its
+    /// lease or its queue entry's expiry.
+    async fn finish_cleanups(&self) {
+        let cleanups = &self.engine.cleanups;
+        cleanups.close();
+        let bound = self.engine.config.command_timeout * 2;
+        if tokio::time::timeout(bound, cleanups.wait()).await.is_err() {
+            tracing::warn!(
+                pending = cleanups.len(),
+                "shutdown: background clean-ups still running; they end with their leases"
+            );
+        }
     }
 
     /// True once [`shutdown`](Self::shutdown) was called on this client or a clone.

@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::FromRedisValue;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::task::TaskTracker;
 
 use crate::error::LockError;
 use crate::lock::config::Config;
@@ -41,6 +42,10 @@ pub(crate) struct Engine {
     pub(crate) health: Health,
     /// Stops the background tasks (at shutdown; the drop guard below when the client goes).
     pub(crate) stop: CancellationToken,
+    /// The clean-ups left to the background (a dropped acquisition's queue leave, a dropped
+    /// guard's release, a Redlock call's slow minority): `shutdown()` waits for them, since
+    /// a process that ends right after it would otherwise cancel them with its runtime.
+    pub(crate) cleanups: TaskTracker,
     _stop: DropGuard,
 }
 
@@ -101,6 +106,7 @@ impl Engine {
             waiters,
             health: Health::default(),
             stop: stop.clone(),
+            cleanups: TaskTracker::new(),
             _stop: stop.drop_guard(),
             holder_meta: config.holder.encode(None),
             config,
@@ -215,7 +221,8 @@ impl Engine {
         self.health.observe(&answers);
         if !calls.is_empty() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move { while calls.next().await.is_some() {} });
+                let rest = async move { while calls.next().await.is_some() {} };
+                self.cleanups.spawn_on(rest, &runtime);
             }
         }
         answers

@@ -286,11 +286,14 @@ pub(crate) fn finish_in_background(
 ) {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
-            runtime.spawn(async move {
+            // Tracked: `shutdown()` waits for it.
+            let cleanups = engine.cleanups.clone();
+            let release = async move {
                 if let Err(error) = release.await {
                     (engine.health).log_failure(&error, "background release failed");
                 }
-            });
+            };
+            cleanups.spawn_on(release, &runtime);
         }
         Err(_) => tracing::warn!(
             lock = %name,

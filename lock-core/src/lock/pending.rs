@@ -73,7 +73,10 @@ impl Drop for Pending<'_> {
         };
         let (engine, keys, lease) = (Arc::clone(self.engine), self.keys.clone(), self.lease);
         let (capacity, owner, meta) = (self.capacity, self.owner.to_owned(), self.meta.to_owned());
-        runtime.spawn(async move { leave(&engine, &keys, capacity, &owner, lease, &meta).await });
+        let cleanups = engine.cleanups.clone();
+        let leave = async move { leave(&engine, &keys, capacity, &owner, lease, &meta).await };
+        // Tracked: `shutdown()` waits for it, so a process that exits after it leaves no entry.
+        cleanups.spawn_on(leave, &runtime);
     }
 }
 

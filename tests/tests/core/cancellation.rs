@@ -115,3 +115,37 @@ async fn panic_in_guarded_work_releases() {
     assert!(task.await.unwrap_err().is_panic());
     wait_gone(&mut conn, &lock_key("panics"), Duration::from_secs(1)).await;
 }
+
+/// A waiting acquisition dropped, then `shutdown()`, then the runtime ended (a process that
+/// exits on a signal): the queue leave the drop left to the background ran before the
+/// runtime went, so the lock has no waiter. Control: without `shutdown()`, the runtime ends
+/// before the leave runs, and the entry stays.
+#[tokio::test]
+async fn shutdown_waits_for_the_queue_leave_of_a_dropped_waiter() {
+    let server = RedisServer::start();
+    let holder = client(&server.url());
+    let guard = holder.lock("leaving").await.unwrap();
+    for (name, shut_down, waiters) in [("leaving", true, 0), ("leaving", false, 1)] {
+        let url = server.url();
+        let exited = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let waiter = client(&url);
+                let waiting = waiter.lock(name).wait(Duration::from_secs(60)).acquire();
+                // Queued by then: the first attempt answers within milliseconds.
+                let cut = tokio::time::timeout(Duration::from_secs(1), waiting).await;
+                assert!(cut.is_err(), "the waiter cannot have acquired");
+                if shut_down {
+                    waiter.shutdown().await.unwrap();
+                }
+            });
+        });
+        exited.join().unwrap();
+        let state = holder.inspect(name).await.unwrap();
+        assert_eq!(state.waiters(), waiters, "shutdown {shut_down}: {state:?}");
+    }
+    guard.release().await.unwrap();
+}
