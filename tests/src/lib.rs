@@ -13,6 +13,7 @@
 //! * [`cluster`]: [`RedisCluster`], a local Redis Cluster of [`RedisServer`] nodes;
 //! * [`acl`]: the application user's ACL rule, and the paths it must run;
 //! * [`locks`]: helpers for lock-engine tests (clients, probes, event waits, checkers);
+//! * [`outage`]: an outage a client knows of (the fail-fast tests);
 //! * [`redisson`]: a test client speaking Redisson's `RLock` protocol.
 
 pub mod acl;
@@ -34,4 +35,5 @@ pub use server::{
 };
 pub mod locks;
 pub mod metrics;
+pub mod outage;
 pub mod redisson;

@@ -83,7 +83,8 @@ impl InFlight {
     }
 }
 
-/// Runs COMPLETE for `held`, within the command timeout.
+/// Runs COMPLETE for `held`, within the command timeout: even while Redis is known down (it
+/// ends the hold, as a release does, and the result is worth a try).
 async fn complete_in_redis(
     held: &Arc<Held>,
     record: &[u8],
@@ -98,9 +99,7 @@ async fn complete_in_redis(
     };
     let publish = held.engine.config.publish;
     let call = complete(&hold, record, value, retention, publish);
-    let mut conn = held.engine.conn();
-    let timeout = held.engine.config.command_timeout;
-    call.invoke(&mut conn, &held.name, timeout, timeout).await
+    held.engine.eval_one(&held.name, call).await
 }
 
 impl fmt::Debug for InFlight {

@@ -28,7 +28,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::client::handle::LockClient;
-use crate::error::{bounded, LockError};
+use crate::error::LockError;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 
@@ -189,11 +189,8 @@ impl Idempotency {
         fingerprint: &Fingerprint,
     ) -> Result<Option<Stored>, IdempotencyError> {
         let engine = &self.client.engine;
-        let mut conn = engine.conn();
         let get = redis::cmd("GET").arg(record).to_owned();
-        let timeout = engine.config.command_timeout;
-        let value: Option<Vec<u8>> =
-            bounded(&self.key, timeout, get.query_async(&mut conn)).await?;
+        let value: Option<Vec<u8>> = engine.query(&self.key, &get).await?;
         let Some(value) = value else {
             return Ok(None);
         };

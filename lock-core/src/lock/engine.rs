@@ -2,6 +2,12 @@
 //! operator's tools call Redis through. It knows Redis only — connections, settings, the
 //! topology fan-out, quorum and timeouts — and nothing of the holds made through it (the
 //! client's registry of them, [`Holds`](super::holds::Holds), sits above it).
+//!
+//! Its call entry points ([`Engine::eval_until`], [`Engine::eval_each`], [`Engine::eval_one`],
+//! [`Engine::query`]) are also the one gate of a known outage: while the client knows Redis
+//! is down ([`health`](super::health)), a call that starts something is refused at once
+//! with [`LockError::Unavailable`], as [`Function::fails_fast`] says, instead of waiting
+//! its timeout; releases and renewals go on and probe.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -10,15 +16,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use redis::FromRedisValue;
+use redis::{Cmd, FromRedisValue};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 
-use crate::error::LockError;
+use crate::error::{bounded, LockError};
 use crate::lock::config::Config;
 use crate::lock::health::Health;
 use crate::protocol::call::Call;
 use crate::protocol::kind::mode::LockMode;
+use crate::protocol::library::Function;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::transport::backend::Conn;
 use crate::transport::connect::{connect, ConnectOptions, Connections, Tls, Topology};
@@ -194,6 +201,9 @@ impl Engine {
     /// with any one of its nodes (and a node's first call, which loads the functions library,
     /// is the slowest). Used only with idempotent functions (acquire, renew, fence floor): a late hold
     /// on a node is this owner's and goes with its renewal, release or lease.
+    ///
+    /// While Redis is known down, a function that [fails fast](Function::fails_fast) is not
+    /// sent: the one answer is [`LockError::Unavailable`].
     pub(crate) async fn eval_until<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
@@ -201,6 +211,9 @@ impl Engine {
         call: Call<T>,
         mut decided: impl FnMut(&[Result<T, LockError>]) -> bool,
     ) -> Vec<Result<T, LockError>> {
+        if let Err(refused) = self.gate(name, call.function()) {
+            return vec![Err(refused)];
+        }
         if let [conn] = self.nodes.as_slice() {
             // One server: one call, nothing to share with other nodes' calls.
             let mut conn = conn.clone();
@@ -226,6 +239,69 @@ impl Engine {
             }
         }
         answers
+    }
+
+    /// Runs one function call about the lock `name` where calls go to one place (the server,
+    /// the Cluster, or the first Redlock node), within the command timeout.
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`] at once while Redis is known down (for a function that
+    /// [fails fast](Function::fails_fast)), and the call's errors.
+    pub(crate) async fn eval_one<T: FromRedisValue + Send>(
+        &self,
+        name: &LockName,
+        call: Call<T>,
+    ) -> Result<T, LockError> {
+        self.gate(name, call.function())?;
+        let (mut conn, timeout) = (self.conn(), self.config.command_timeout);
+        let answer = call.invoke(&mut conn, name, timeout, timeout).await;
+        self.observe_one(&answer);
+        answer
+    }
+
+    /// Sends one plain command about `name` (a record's read) where calls go to one place,
+    /// within the command timeout.
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`] at once while Redis is known down, and the command's
+    /// errors.
+    pub(crate) async fn query<T: FromRedisValue>(
+        &self,
+        name: &LockName,
+        cmd: &Cmd,
+    ) -> Result<T, LockError> {
+        self.refuse_if_down(name)?;
+        let (mut conn, timeout) = (self.conn(), self.config.command_timeout);
+        let answer = bounded(name, timeout, cmd.query_async(&mut conn)).await;
+        self.observe_one(&answer);
+        answer
+    }
+
+    /// The gate of tools that send their own commands (SCAN, `FUNCTION LOAD`): refused at
+    /// once while Redis is known down, as a call through the engine would be.
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`], naming `name`.
+    pub(crate) fn refuse_if_down(&self, name: &LockName) -> Result<(), LockError> {
+        self.health.gate(name)
+    }
+
+    /// The gate before a call of `function`: while Redis is known down, one that fails fast
+    /// is refused (all but the probe); one that ends or keeps a hold goes.
+    fn gate(&self, name: &LockName, function: Function) -> Result<(), LockError> {
+        if function.fails_fast() {
+            return self.health.gate(name);
+        }
+        Ok(())
+    }
+
+    /// Takes in the answer of a call to one place: on a Redlock client, one node's failure
+    /// says nothing of the others, so only its answer counts.
+    fn observe_one<T>(&self, answer: &Result<T, LockError>) {
+        let outage = answer.as_ref().is_err_and(LockError::is_unavailable);
+        if self.nodes.len() == 1 || !outage {
+            self.health.observe(std::slice::from_ref(answer));
+        }
     }
 
     /// One function call on every node at once, each within the node timeout: the answers

@@ -1,6 +1,8 @@
 //! Is Redis reachable? The engine's view from every call it makes, logged once per outage,
-//! not per request. While it knows Redis is down, the engine refuses acquisitions at once
-//! (a circuit breaker), letting one through now and then as a probe.
+//! not per request. While it knows Redis is down, the engine refuses every call that starts
+//! something (an acquisition, a read, an operator's tool, a guarded write) at once — a
+//! circuit breaker — letting one through now and then as a probe. Calls that end or keep a
+//! hold (releases, queue leaves, renewals, completions) always go: they are probes too.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -12,8 +14,9 @@ use crate::protocol::name::LockName;
 const WARN_EVERY: Duration = Duration::from_secs(60);
 /// Redis is known to be down once every call failed for this long, with no answer between
 /// (one failed call is no outage: a slow answer on a busy machine, a Redlock node's 50 ms).
-/// Then one acquisition in this long after the last failure goes to Redis as a probe (so
-/// does every `ping()`); the others fail at once instead of each waiting its timeout.
+/// Then one call in this long after the last failure goes to Redis as a probe (so does
+/// every `ping()`, release and renewal); the others fail at once instead of each waiting
+/// its timeout.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// What the calls of one client have shown about Redis.
@@ -29,6 +32,28 @@ struct State {
     last_warning: Option<Instant>,
     /// While down: when the next acquisition may try Redis (a second after the last failure).
     next_probe: Option<Instant>,
+}
+
+impl State {
+    /// True while Redis is known down (every call failed for [`PROBE_EVERY`]) and no probe
+    /// is due.
+    fn refuses(&self, now: Instant) -> bool {
+        self.down_since.is_some_and(|since| {
+            now >= since + PROBE_EVERY && self.next_probe.is_some_and(|at| now < at)
+        })
+    }
+}
+
+/// The error of a call refused without a round trip: the same outage as the calls that
+/// failed, named after `name`.
+fn refused(name: &LockName) -> LockError {
+    LockError::Unavailable {
+        name: name.clone(),
+        source: redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "redis did not answer this client's last calls: refused at once until a probe reaches it",
+        )),
+    }
 }
 
 impl Health {
@@ -77,30 +102,36 @@ impl Health {
         self.state().down_since.is_none()
     }
 
-    /// Lets an acquisition of `name` go to Redis: always, unless Redis is known to be down
+    /// Lets a call about `name` go to Redis: always, unless Redis is known to be down
     /// (every call failed for [`PROBE_EVERY`]); then only one a [`PROBE_EVERY`] after the
-    /// last failure (whose answer shows whether it is back).
+    /// last failure (whose answer shows whether it is back). The engine's gate, before every
+    /// call that starts something.
     ///
     /// # Errors
     /// [`LockError::Unavailable`] at once for the others: each would wait its timeout for
     /// the same outage.
-    pub(crate) fn admit(&self, name: &LockName) -> Result<(), LockError> {
+    pub(crate) fn gate(&self, name: &LockName) -> Result<(), LockError> {
         let now = Instant::now();
         let mut state = self.state();
-        let Some(since) = state.down_since else {
-            return Ok(());
-        };
-        if now < since + PROBE_EVERY || state.next_probe.is_none_or(|at| now >= at) {
-            state.next_probe = Some(now + PROBE_EVERY);
-            return Ok(());
+        if state.refuses(now) {
+            return Err(refused(name));
         }
-        Err(LockError::Unavailable {
-            name: name.clone(),
-            source: redis::RedisError::from((
-                redis::ErrorKind::Io,
-                "redis did not answer this client's last calls: refused at once until a probe reaches it",
-            )),
-        })
+        if state.down_since.is_some() {
+            state.next_probe = Some(now + PROBE_EVERY);
+        }
+        Ok(())
+    }
+
+    /// Refuses an acquisition of `name` before it queues or subscribes, as the engine's
+    /// [`gate`](Self::gate) would refuse its first call; takes no probe (that call does).
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`] while Redis is known down and no probe is due.
+    pub(crate) fn admit(&self, name: &LockName) -> Result<(), LockError> {
+        if self.state().refuses(Instant::now()) {
+            return Err(refused(name));
+        }
+        Ok(())
     }
 
     /// Logs a failed call about a lock (`what` happened): a warning, or a debug line when it
@@ -138,21 +169,37 @@ mod tests {
     }
 
     #[test]
-    fn while_down_one_acquisition_a_second_goes_to_redis() {
+    fn while_down_one_call_a_second_goes_to_redis() {
         let (health, name) = (Health::default(), LockName::from("x"));
-        health.admit(&name).unwrap();
+        health.gate(&name).unwrap();
         health.observe(&[outage()]);
         health
-            .admit(&name)
+            .gate(&name)
             .expect("one failed call is no known outage");
         health.observe(&[outage()]);
         health.state().down_since = Some(Instant::now() - PROBE_EVERY);
-        let refused = health.admit(&name).unwrap_err();
+        let refused = health.gate(&name).unwrap_err();
         assert!(refused.is_unavailable(), "{refused}");
         health.state().next_probe = Some(Instant::now());
-        health.admit(&name).expect("a probe is due");
-        assert!(health.admit(&name).is_err(), "one probe at a time");
+        health.gate(&name).expect("a probe is due");
+        assert!(health.gate(&name).is_err(), "one probe at a time");
         health.observe::<()>(&[Ok(())]);
-        health.admit(&name).expect("redis answers again");
+        health.gate(&name).expect("redis answers again");
+    }
+
+    /// An acquisition is admitted, then its first call passes the gate: admitting takes no
+    /// probe, else a due probe would be refused at the gate and never reach Redis.
+    #[test]
+    fn admitting_leaves_the_probe_to_the_call() {
+        let (health, name) = (Health::default(), LockName::from("x"));
+        health.observe(&[outage()]);
+        health.state().down_since = Some(Instant::now() - PROBE_EVERY);
+        assert!(health.admit(&name).is_err(), "known down, no probe due");
+        health.state().next_probe = Some(Instant::now());
+        health.admit(&name).expect("a probe is due");
+        health
+            .gate(&name)
+            .expect("the admitted acquisition's call is the probe");
+        assert!(health.admit(&name).is_err(), "the probe is taken");
     }
 }

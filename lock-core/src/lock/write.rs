@@ -132,9 +132,7 @@ async fn write<T: FromRedisValue>(held: &Held, commands: &Pipeline) -> Result<T,
     let same_slot = None;
     let call =
         guarded_write(&held.keys, &held.owner, held.token, commands, same_slot).map_err(invalid)?;
-    let mut conn = engine.conn();
-    let timeout = engine.config.command_timeout;
-    let GuardedReply(replies) = call.invoke(&mut conn, &held.name, timeout, timeout).await?;
+    let GuardedReply(replies) = engine.eval_one(&held.name, call).await?;
     let Some(replies) = replies else {
         held.mark_lost("a guarded write found the hold no longer current: nothing was written");
         return Err(held.lost_error());

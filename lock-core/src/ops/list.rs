@@ -21,6 +21,7 @@ const LOCK_TYPES: [&str; 2] = ["hash", "zset"];
 /// `client`. Each SCAN call is bounded by the command timeout.
 pub(crate) async fn scan_keys(client: &Engine, pattern: &[u8]) -> Result<Vec<Vec<u8>>, LockError> {
     let what = LockName::from(pattern);
+    client.refuse_if_down(&what)?;
     let timeout = client.config.command_timeout;
     let mut keys = Vec::new();
     // Redlock: a lock lives on a majority, so every node is scanned; a minority that

@@ -106,6 +106,7 @@ impl LockClient {
     /// safe.
     pub async fn load_functions(&self) -> Result<&'static str, LockError> {
         let what = LockName::from(LIBRARY_NAME);
+        self.engine.refuse_if_down(&what)?;
         let timeout = self.engine.config.command_timeout;
         for conn in &self.engine.nodes {
             let mut conn = conn.clone();

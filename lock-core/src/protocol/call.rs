@@ -24,6 +24,7 @@ use crate::transport::backend::Conn;
 #[derive(Debug)]
 pub(crate) struct Call<R> {
     cmd: Cmd,
+    function: Function,
     reply: PhantomData<fn() -> R>,
 }
 
@@ -94,8 +95,14 @@ impl<R: FromRedisValue + Send> Call<R> {
         }
         Self {
             cmd,
+            function,
             reply: PhantomData,
         }
+    }
+
+    /// The function it calls.
+    pub(crate) fn function(&self) -> Function {
+        self.function
     }
 
     /// Runs the call on `conn` within `timeout`, naming the lock `name` in its error. On

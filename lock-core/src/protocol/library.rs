@@ -88,6 +88,38 @@ impl Function {
         matches!(self, Self::Inspect | Self::Leader)
     }
 
+    /// True when a client that knows Redis is down refuses it at once
+    /// ([`crate::lock::health`]): what starts something — an acquisition, a read, an
+    /// operator's tool, a write under a hold. False for what ends or keeps a hold (releases,
+    /// which also leave queues; renewals; a job's linger; an idempotent completion): they
+    /// always go to Redis, each giving back or keeping what a holder was promised as soon as
+    /// Redis answers, and each a probe of whether it is back.
+    pub(crate) fn fails_fast(self) -> bool {
+        match self {
+            Self::Acquire
+            | Self::RwAcquire
+            | Self::SemAcquire
+            | Self::MultiAcquire
+            | Self::FenceFloor
+            | Self::ForceRelease
+            | Self::RwForceRelease
+            | Self::SemForceRelease
+            | Self::Inspect
+            | Self::Leader
+            | Self::Proclaim
+            | Self::GuardedWrite => true,
+            Self::Release
+            | Self::RwRelease
+            | Self::SemRelease
+            | Self::Touch
+            | Self::RwTouch
+            | Self::SemTouch
+            | Self::Renew
+            | Self::Linger
+            | Self::Complete => false,
+        }
+    }
+
     /// True when it has a Cluster variant (named with [`CLUSTER_SUFFIX`]) that first checks
     /// that the lock's slot is not being migrated.
     pub(crate) fn has_cluster_variant(self) -> bool {

@@ -15,6 +15,7 @@ mod fencing;
 mod functions;
 mod guarded_write;
 mod interop;
+mod known_outage;
 mod least_privilege;
 mod limits;
 mod lost;

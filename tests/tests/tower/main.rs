@@ -4,6 +4,7 @@
 //! concern.
 
 mod edge;
+mod idempotency_outage;
 mod spellings;
 mod tower_axum;
 mod tower_idempotency;
