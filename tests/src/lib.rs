@@ -14,6 +14,7 @@
 //!   Sentinel-managed pair (from the kit too);
 //! * [`acl`]: the application user's ACL rule, and the paths it must run;
 //! * [`locks`]: helpers for lock-engine tests (clients, probes, event waits, checkers);
+//! * [`postgres`]: [`postgres::PostgresServer`], a private Postgres for the fencing tests;
 //! * [`redisson`]: a test client speaking Redisson's `RLock` protocol.
 
 pub mod acl;
@@ -34,4 +35,5 @@ pub use server::{
 };
 pub mod locks;
 pub mod metrics;
+pub mod postgres;
 pub mod redisson;

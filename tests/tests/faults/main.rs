@@ -6,6 +6,7 @@
 //! concern.
 
 mod fault_cluster;
+mod fault_fenced_postgres;
 mod fault_guarded_write;
 mod fault_holder_crash;
 mod fault_holder_pause;
