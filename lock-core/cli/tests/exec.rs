@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use distlock_redis_server::{ClosedPort, RedisServer, TempDir};
 use lock_core::{LockClient, LockGuard};
+use lock_testkit::{ClosedPort, RedisServer, TempDir};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};

@@ -10,11 +10,15 @@
 //! 4. [The lock family](family): read-write locks, semaphores, multi-locks.
 //! 5. [Jobs and elections](jobs_and_elections): run once across the fleet.
 //! 6. [Idempotency keys](idempotency): what "exactly once" covers, and fencing the rest.
-//! 7. [Topologies](topologies): one server, Sentinel, Cluster, Redlock, and what each
+//! 7. [Fencing your database](fencing_database): a Postgres or MySQL row that refuses a
+//!    stale holder's write, and how that relates to guarded writes in Redis.
+//! 8. [Topologies](topologies): one server, Sentinel, Cluster, Redlock, and what each
 //!    promises.
-//! 8. [Operating](operating): the Redis version, least privilege, the CLI, metrics, health,
+//! 9. [Operating](operating): the Redis version, least privilege, the CLI, metrics, health,
 //!    shutdown.
-//! 9. [Migrating from Redisson](migrating_from_redisson): sharing locks with Java services.
+//! 10. [Testing a service that uses distlock](testing): a private Redis per test, with the
+//!     `lock-testkit` crate.
+//! 11. [Migrating from Redisson](migrating_from_redisson): sharing locks with Java services.
 //!
 //! The contract — what is promised per primitive and topology, and the test that shows
 //! it — is SAFETY.md in the repository; this guide links to it rather than repeating it.
@@ -45,6 +49,12 @@ pub mod jobs_and_elections {}
 pub mod idempotency {}
 
 #[cfg_attr(doc, aquamarine::aquamarine)]
+#[doc = include_str!("fencing_database.md")]
+/// include_mmd!("src/guide/diagrams/fencing_database.mmd")
+#[doc = include_str!("fencing_database_details.md")]
+pub mod fencing_database {}
+
+#[cfg_attr(doc, aquamarine::aquamarine)]
 #[doc = include_str!("topologies.md")]
 /// include_mmd!("src/guide/diagrams/topologies.mmd")
 #[doc = include_str!("topologies_details.md")]
@@ -52,6 +62,9 @@ pub mod topologies {}
 
 #[doc = include_str!("operating.md")]
 pub mod operating {}
+
+#[doc = include_str!("testing.md")]
+pub mod testing {}
 
 #[doc = include_str!("migrating_from_redisson.md")]
 pub mod migrating_from_redisson {}

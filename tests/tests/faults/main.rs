@@ -8,6 +8,7 @@
 mod fault_claims;
 mod fault_cluster;
 mod fault_dead_waiter;
+mod fault_fenced_postgres;
 mod fault_guarded_write;
 mod fault_holder_crash;
 mod fault_holder_pause;

@@ -1,6 +1,7 @@
 //! [`RedisServerBuilder`]: what to start, before starting it.
 
 use crate::error::StartError;
+use crate::process::server_bin;
 use crate::server::RedisServer;
 use crate::temp_dir::TempDir;
 
@@ -11,6 +12,7 @@ pub struct RedisServerBuilder {
     pub(crate) config: Option<String>,
     pub(crate) port: Option<u16>,
     pub(crate) cluster: bool,
+    pub(crate) bin: Option<String>,
 }
 
 impl RedisServerBuilder {
@@ -55,6 +57,14 @@ impl RedisServerBuilder {
         self
     }
 
+    /// Runs this binary (a `redis-server` or `valkey-server`) instead of the default:
+    /// `$REDIS_SERVER_BIN` when set, else the first of `redis-server` and `valkey-server`
+    /// on `PATH`.
+    pub fn bin(mut self, bin: impl Into<String>) -> Self {
+        self.bin = Some(bin.into());
+        self
+    }
+
     /// Starts the server and waits until it answers PING.
     ///
     /// # Panics
@@ -68,7 +78,8 @@ impl RedisServerBuilder {
     /// panicking (for programs that explain it to a user, like the examples).
     ///
     /// # Errors
-    /// [`StartError::CannotRun`] when the binary cannot be run,
+    /// [`StartError::NotInstalled`] when there is no server binary (the message says how to
+    /// install one), [`StartError::CannotRun`] when it cannot be run,
     /// [`StartError::Failed`] (with the server's log) when it did not come up in 10 s.
     pub fn try_start(self) -> Result<RedisServer, StartError> {
         let dir = TempDir::new("distlock-redis").map_err(|e| {
@@ -79,6 +90,7 @@ impl RedisServerBuilder {
                 .map_err(|e| StartError::Failed(format!("writing redis.conf: {e}")))?;
         }
         let mut server = RedisServer {
+            bin: self.bin.unwrap_or_else(server_bin),
             port: self.port.unwrap_or(0),
             fixed_port: self.port.is_some(),
             // Placeholder: the first launch picks the real bus port.

@@ -194,17 +194,19 @@ fn port_collision_is_reported_as_retryable() {
     }
 }
 
+/// A binary that does not exist is the typed "not installed" error, naming it and how to
+/// install one.
 #[test]
 fn missing_binary_explains_how_to_install() {
-    let missing = StartError::CannotRun {
-        bin: "/nonexistent/redis-server".to_owned(),
-        source: match Proc::spawn("/nonexistent/redis-server", &[], 1, START_TIMEOUT) {
-            Err(SpawnError::CannotRun(e)) => e,
-            other => panic!("expected CannotRun, got {:?}", other.map(|p| p.pid())),
-        },
-    };
-    assert!(missing.is_not_installed());
-    let msg = missing.to_string();
+    let err = RedisServer::builder()
+        .bin("/nonexistent/redis-server")
+        .try_start()
+        .unwrap_err();
+    assert!(
+        matches!(&err, StartError::NotInstalled { bin } if bin == "/nonexistent/redis-server"),
+        "{err:?}"
+    );
+    let msg = err.to_string();
     assert!(msg.contains("apt-get install redis-server"), "{msg}");
 }
 

@@ -146,7 +146,7 @@ fn run_bounded(mut cmd: Command, timeout: Duration) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| {
-            panic!("cannot run {cmd:?}: {e}; install it with `apt-get install redis-server`")
+            panic!("cannot run {cmd:?}: {e}; install redis-cli: `sudo apt-get install redis-tools` (Debian/Ubuntu), `brew install redis` (macOS), or point $REDIS_CLI_BIN at redis-cli or valkey-cli")
         });
     let pid = Pid::from_raw(child.id() as i32);
     let (done_tx, done_rx) = mpsc::channel();

@@ -31,7 +31,7 @@ const RESTART_ATTEMPTS: usize = 20;
 /// Timeouts of the connection returned by [`RedisServer::conn`].
 const CONN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// True if the `redis-server` binary (see [`RedisServer`]) can be run.
+/// True if the server binary (see [`RedisServer`]) can be run.
 /// Use it to skip tests with a clear message instead of failing.
 pub fn redis_server_available() -> bool {
     Command::new(server_bin())
@@ -62,6 +62,8 @@ pub fn redis_url_for_tests() -> Option<String> {
 /// The control methods block the calling thread briefly (a few ms; bounded
 /// by 10 s), which is fine inside `#[tokio::test]`.
 pub struct RedisServer {
+    /// The binary, fixed at the first start so a restart runs the same one.
+    pub(crate) bin: String,
     pub(crate) port: u16,
     /// The port was given ([`RedisServerBuilder::port`]): never replaced by another.
     pub(crate) fixed_port: bool,
@@ -226,20 +228,14 @@ impl RedisServer {
                 let ports = pick_ports(2)?;
                 self.bus_port = ports.into_iter().find(|&p| p != self.port);
             }
-            match Proc::spawn(
-                &server_bin(),
-                &self.command_line(),
-                self.port,
-                START_TIMEOUT,
-            ) {
+            match Proc::spawn(&self.bin, &self.command_line(), self.port, START_TIMEOUT) {
                 Ok(proc) => {
                     self.proc = Some(proc);
                     return Ok(());
                 }
                 Err(SpawnError::AddrInUse(msg)) => last_error = msg,
                 Err(SpawnError::CannotRun(source)) => {
-                    let bin = server_bin();
-                    return Err(StartError::CannotRun { bin, source });
+                    return Err(StartError::spawn(self.bin.clone(), source));
                 }
                 Err(SpawnError::Fatal(msg)) => return Err(StartError::Failed(msg)),
             }

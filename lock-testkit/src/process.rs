@@ -20,9 +20,23 @@ const SENTINEL_READY_LINE: &str = "Sentinel ID is";
 /// Redis prints this when the port (or cluster bus port) is taken.
 const IN_USE_LINE: &str = "Address already in use";
 
-/// The `redis-server` binary: `$REDIS_SERVER_BIN`, else `redis-server` on `PATH`.
+/// The binaries looked for on `PATH`, in order, when `$REDIS_SERVER_BIN` is unset.
+const SERVER_BINS: [&str; 2] = ["redis-server", "valkey-server"];
+
+/// The server binary: `$REDIS_SERVER_BIN` when set and not empty, else the first of
+/// `redis-server` and `valkey-server` on `PATH`, else `redis-server` (whose spawn then fails
+/// with "not found", which the caller turns into the install hint).
 pub(crate) fn server_bin() -> String {
-    std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_owned())
+    if let Some(bin) = std::env::var_os("REDIS_SERVER_BIN").filter(|b| !b.is_empty()) {
+        return bin.to_string_lossy().into_owned();
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let on_path = |name: &str| std::env::split_paths(&path).any(|dir| dir.join(name).is_file());
+    SERVER_BINS
+        .into_iter()
+        .find(|name| on_path(name))
+        .unwrap_or(SERVER_BINS[0])
+        .to_owned()
 }
 
 /// Why a spawn attempt failed.
