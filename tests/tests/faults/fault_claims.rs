@@ -32,33 +32,41 @@ async fn live_waiters_keep_every_hand_off() {
     install();
     let server = RedisServer::start();
     let clients: Vec<LockClient> = (0..4).map(|_| client(&server.url())).collect();
-    let tasks = clients.iter().cycle().take(8).enumerate().map(|(t, locks)| {
-        let locks = locks.clone();
-        tokio::spawn(async move {
-            let mut lost = 0;
-            for round in 0..rounds() {
-                let hold = Duration::from_millis(HOLDS_MS[(t + round) % HOLDS_MS.len()]);
-                let guard = locks
-                    .lock("claims")
-                    .metrics_label("claims")
-                    .wait(Duration::from_secs(300))
-                    .await
-                    .expect("granted");
-                tokio::time::sleep(hold).await;
-                if !guard.is_held() || guard.release().await.is_err() {
-                    lost += 1;
+    let tasks = clients
+        .iter()
+        .cycle()
+        .take(8)
+        .enumerate()
+        .map(|(t, locks)| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let mut lost = 0;
+                for round in 0..rounds() {
+                    let hold = Duration::from_millis(HOLDS_MS[(t + round) % HOLDS_MS.len()]);
+                    let guard = locks
+                        .lock("claims")
+                        .metrics_label("claims")
+                        .wait(Duration::from_secs(300))
+                        .await
+                        .expect("granted");
+                    tokio::time::sleep(hold).await;
+                    if !guard.is_held() || guard.release().await.is_err() {
+                        lost += 1;
+                    }
                 }
-            }
-            lost
-        })
-    });
+                lost
+            })
+        });
     let mut lost = 0;
     for task in futures_util::future::join_all(tasks).await {
         lost += task.expect("the task");
     }
     let missed = counter("distlock_claims_missed_total", &["template=claims"]);
     let handed = counter("distlock_wakeups_total", &["by=message", "template=claims"]);
-    println!("claims: {} holds, {handed} woken by message, {lost} lost, {missed} claims missed", 8 * rounds());
+    println!(
+        "claims: {} holds, {handed} woken by message, {lost} lost, {missed} claims missed",
+        8 * rounds()
+    );
     assert_eq!((lost, missed), (0, 0), "holds lost, claims missed");
     assert!(handed > 0, "no hand-off by message: nothing was tested");
 }
@@ -98,6 +106,9 @@ async fn control_a_grant_that_arrives_after_its_claim_is_a_missed_claim() {
         .expect("it takes the lock once free");
     proxy.set_latency(Duration::ZERO);
     let missed = counter("distlock_claims_missed_total", &["template=far"]);
-    assert!(missed >= 1, "the late grant's claim was not counted as missed");
+    assert!(
+        missed >= 1,
+        "the late grant's claim was not counted as missed"
+    );
     guard.release().await.unwrap();
 }

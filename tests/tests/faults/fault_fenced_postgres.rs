@@ -111,7 +111,7 @@ async fn trial(setup: &Setup, id: i64, statement: Statement) -> Trial {
 /// one lands unfenced (the control fires).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stale_holder_cannot_overwrite_a_fenced_postgres_row() {
-    let (redis, postgres, db) = servers().await;
+    let (redis, _postgres, db) = servers().await;
     let setup = Arc::new(Setup {
         db,
         a: LockClient::new(redis.url()).unwrap(),
