@@ -80,7 +80,8 @@ impl LockInfo {
     /// ```no_run
     /// # async fn demo() -> Result<(), lock_core::LockError> {
     /// let lock = lock_core::current_lock().expect("inside a locked fn");
-    /// let mut pipe = redis::pipe();
+    /// // redis-rs as lock-core re-exports it: the `Pipeline` the signature names.
+    /// let mut pipe = lock_core::redis::pipe();
     /// pipe.cmd("DECR").arg(lock.key("stock"));
     /// let (left,): (i64,) = lock.write(&pipe).await?;
     /// # Ok(()) }
