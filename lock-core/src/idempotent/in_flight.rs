@@ -44,7 +44,7 @@ impl InFlight {
     }
 
     /// Stores `payload` as the key's result with the retention, and releases the in-flight
-    /// lock, in one Redis script: only while this hold is current.
+    /// lock, in one function call: only while this hold is current.
     ///
     /// # Errors
     /// [`IdempotencyError::Lost`] when the hold was lost (its lease ran out, or another
