@@ -15,6 +15,7 @@
 //! use lock_tower::IdempotencyLayer;
 //!
 //! # async fn charge() -> &'static str { "charged" }
+//! # #[cfg(feature = "axum")] // axum's body is a `RebuildBody` with the `axum` feature
 //! # fn demo(client: lock_core::LockClient) {
 //! let idempotency = IdempotencyLayer::builder(client)
 //!     .require_key()
