@@ -169,13 +169,13 @@ impl Engine {
 
     /// Runs one function call about a lock with `lease` on every node at once, each within the
     /// node timeout, and waits for every answer.
-    pub(crate) async fn eval_each<T: FromRedisValue + Send + 'static>(
+    pub(crate) async fn call_each<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
         lease: Duration,
         call: Call<T>,
     ) -> Vec<Result<T, LockError>> {
-        self.eval_until(name, lease, call, |_| false).await
+        self.call_until(name, lease, call, |_| false).await
     }
 
     /// Runs one function call on every node at once, each within the node timeout, and returns
@@ -188,7 +188,7 @@ impl Engine {
     /// with any one of its nodes (and a node's first call, which loads the functions library,
     /// is the slowest). Used only with idempotent functions (acquire, renew, fence floor): a late hold
     /// on a node is this owner's and goes with its renewal, release or lease.
-    pub(crate) async fn eval_until<T: FromRedisValue + Send + 'static>(
+    pub(crate) async fn call_until<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
         lease: Duration,
@@ -204,7 +204,7 @@ impl Engine {
             self.health.observe(&answers);
             return answers;
         }
-        let mut calls = self.eval_stream(name, lease, call);
+        let mut calls = self.call_stream(name, lease, call);
         let mut answers = Vec::with_capacity(self.nodes.len());
         while let Some(answer) = calls.next().await {
             answers.push(answer);
@@ -222,8 +222,8 @@ impl Engine {
     }
 
     /// One function call on every node at once, each within the node timeout: the answers
-    /// as they arrive, owning all they need (`eval_until` may leave them to a task).
-    fn eval_stream<T: FromRedisValue + Send + 'static>(
+    /// as they arrive, owning all they need (`call_until` may leave them to a task).
+    fn call_stream<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
         lease: Duration,
