@@ -423,7 +423,7 @@ impl Attempter<'_> {
         };
         let answers = self
             .engine
-            .eval_until(self.name, self.lease, call, raised)
+            .call_until(self.name, self.lease, call, raised)
             .await;
         if raised(&answers) {
             return Ok(());
@@ -496,7 +496,7 @@ impl Attempter<'_> {
         };
         let answers = self
             .engine
-            .eval_until(self.name, self.lease, call, granted)
+            .call_until(self.name, self.lease, call, granted)
             .await;
         let tally = AcquireTally::of(answers);
         if tally.acquired >= quorum && self.still_valid(started) {

@@ -171,7 +171,7 @@ impl LockClient {
         let mut first_error = None;
         for answer in self
             .engine
-            .eval_each(&name, self.engine.config.lease, call)
+            .call_each(&name, self.engine.config.lease, call)
             .await
         {
             match answer {
