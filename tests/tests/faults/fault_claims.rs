@@ -79,7 +79,7 @@ async fn live_waiters_keep_every_hand_off() {
 async fn control_a_grant_that_arrives_after_its_claim_is_a_missed_claim() {
     install();
     let server = RedisServer::start();
-    let mut conn = server.conn().await;
+    let conn = server.conn().await;
     let (holder, thief) = (client(&server.url()), client(&server.url()));
     let held = holder.lock("far").await.unwrap();
     let proxy = TcpProxy::start(server.addr());
