@@ -320,3 +320,47 @@ async fn many_waiters_all_get_their_turn() {
     }
     assert_eq!(locks.waited_channels(), 0);
 }
+
+/// The pub/sub connection's keep-alive ping (every 5 s) keeps the connection: a waiting
+/// client listens on the same connection 7 s later. (A reply to PING in subscribed mode is
+/// an array; read as a string it failed, and the connection was made again every 5 s — a
+/// hand-off in that gap found nobody listening and skipped every waiter of the client.)
+#[tokio::test]
+async fn the_keep_alive_ping_keeps_the_pubsub_connection() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let (holder, waiter) = (client(&server.url()), client(&server.url()));
+    let held = holder.lock("ping").await.unwrap();
+    let waiting = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.lock("ping").wait(GENEROUS).await }
+    });
+    let pubsub_ids = |mut conn: redis::aio::MultiplexedConnection| async move {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let mut ids: Vec<String> = list
+            .lines()
+            .filter_map(|l| l.split(' ').next().map(str::to_owned))
+            .collect();
+        ids.sort();
+        ids
+    };
+    wait_until("the waiter listens", GENEROUS, || async {
+        waiter.waited_channels() == 1
+    })
+    .await;
+    let before = pubsub_ids(conn.clone()).await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(
+        pubsub_ids(conn.clone()).await,
+        before,
+        "the pub/sub connection was made again"
+    );
+    held.release().await.unwrap();
+    waiting.await.unwrap().unwrap().release().await.unwrap();
+}

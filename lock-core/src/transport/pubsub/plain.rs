@@ -143,7 +143,8 @@ impl Task {
                         None => return true,
                     },
                     _ = ping.tick() => {
-                        if self.call(sink.ping::<String>()).await.is_err() { return true; }
+                        // Any answer will do: in subscribed mode (RESP2) it is an array, not a string.
+                        if self.call(sink.ping::<redis::Value>()).await.is_err() { return true; }
                         None
                     }
                 },
