@@ -139,13 +139,15 @@ impl IntoFuture for LockRequest {
             permits,
             mut options,
         } = self;
-        // Where the request is awaited: the acquisition's and the hold's spans go under it.
-        options.trace_parent = tracing::Span::current();
-        let names = engine.config.trace_names;
-        let span = trace::acquire_span(&options.trace_parent, &name, kind, &options.label, names);
-        let acquisition = acquire::acquire(engine, holds, name, kind, permits, options);
         let traced = async move {
+            // The span current where the request runs (at its first poll, as
+            // `#[instrument]` does): the acquisition's and the hold's spans go under it.
+            options.trace_parent = tracing::Span::current();
+            let names = engine.config.trace_names;
+            let span =
+                trace::acquire_span(&options.trace_parent, &name, kind, &options.label, names);
             let started = tokio::time::Instant::now();
+            let acquisition = acquire::acquire(engine, holds, name, kind, permits, options);
             let result = acquisition.instrument(span.clone()).await;
             // A re-entered hold was granted before this acquisition began.
             let reentered = matches!(&result, Ok(guard) if guard.held().granted_at() < started);

@@ -7,4 +7,5 @@
 mod no_redis;
 mod ops_inspect;
 mod ops_metrics;
+mod ops_spans;
 mod oversell_demo;
