@@ -98,7 +98,13 @@ pub(crate) fn acquire_ended(span: &Span, outcome: &'static str, waited: Duration
 
 /// Records, on the current span (the acquisition's), how many attempts were made so far.
 pub(crate) fn attempt(attempts: u64) {
-    Span::current().record(ATTEMPTS, attempts);
+    Span::current().record(ATTEMPTS, attribute_int(attempts));
+}
+
+/// An integer as OpenTelemetry holds it (`i64`): `tracing-opentelemetry` exports a `u64`
+/// field as a string. Attempts and fencing tokens (below 2⁵³) always fit.
+fn attribute_int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// Records, on the current span (the acquisition's), whether the lock was handed over.
@@ -129,7 +135,7 @@ pub(crate) fn hold_span(
         distlock.lock.kind = kind.as_str(),
         distlock.lock.template = &**label,
         distlock.lock.name = Empty,
-        distlock.hold.fencing_token = token,
+        distlock.hold.fencing_token = attribute_int(token),
         distlock.hold.end = Empty,
         distlock.hold.loss_reason = Empty,
         otel.status_code = Empty,
