@@ -6,7 +6,7 @@
 //! name under its [key prefix](LockClientBuilder::key_prefix)):
 //!
 //! - the lock is a hash `owner → hold count` with a lease (`PEXPIRE`), taken and released by
-//!   Lua scripts, so "check then set" and "check then delete" are atomic, and a holder whose
+//!   Redis functions (one Lua library, called with `FCALL`), so "check then set" and "check then delete" are atomic, and a holder whose
 //!   lease ran out can never delete its successor's lock;
 //! - a lock taken without an explicit lease is renewed by the client's watchdog (30 s lease,
 //!   renewed every 10 s), one round trip per tick for all locks of the client;
@@ -82,7 +82,7 @@
 //!
 //! # Operating locks
 //! Every acquisition records who holds the lock ([`HolderInfo`]: service, host, pid,
-//! request id, since when) next to it, in the same script, so a busy lock's
+//! request id, since when) next to it, in the same function call, so a busy lock's
 //! [`LockError::WaitTimeout`] names its holder. [`LockClient::inspect`],
 //! [`LockClient::list`] and [`LockClient::force_release`] are the operator's tools, and the
 //! `distlock` CLI (package `distlock-cli`) wraps them. A forced release tells the former holder's client at once
@@ -136,9 +136,18 @@
 //!   result stored as JSON.
 //!
 //! # The guide
-//! The [`guide`] walks through distlock chapter by chapter — getting started (with the life
+//! The guide walks through distlock chapter by chapter — getting started (with the life
 //! of a lock in pictures), the macro, the layers, the lock family, jobs and elections,
-//! idempotency keys, topologies, operating, migrating from Redisson.
+//! idempotency keys, topologies, operating, migrating from Redisson. It is the `guide`
+//! module of these docs on [docs.rs](https://docs.rs/lock-core/latest/lock_core/guide/),
+//! built with the `docs` feature (which only adds documentation).
+//!
+//! # Redis
+//! [`redis`] is re-exported: the redis-rs this crate speaks, for the public signatures that
+//! name its types (a [guarded write](LockGuard::write) takes a `redis::Pipeline` and reads
+//! `redis::FromRedisValue` replies), so that a caller's pipeline is of the same version
+//! without a second dependency to keep in step: `lock_core::redis::pipe()`.
+#![cfg_attr(feature = "docs", doc = "\nHere: [the guide](guide).")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -149,6 +158,8 @@ mod answers;
 mod client;
 mod election;
 mod error;
+#[cfg(feature = "docs")]
+#[cfg_attr(docsrs, doc(cfg(feature = "docs")))]
 pub mod guide;
 mod idempotent;
 mod job;
@@ -186,10 +197,14 @@ pub use lock::scope::{
 };
 pub use lock_template::{encode_value, TemplateError};
 pub use ops::inspect::{Holding, LockState};
+pub use ops::libraries::{FunctionLibrary, FunctionNode, NodeLibraries};
 pub use protocol::holder::HolderInfo;
 pub use protocol::kind::mode::LockMode;
 pub use protocol::name::LockName;
 pub use protocol::template::KeyTemplate;
+/// redis-rs, at the version this crate uses: public signatures name its types
+/// ([`LockGuard::write`] and [`LockInfo::write`] take a `&redis::Pipeline`).
+pub use redis;
 
 /// Not public API: what `#[distributed_lock]` expands to.
 #[doc(hidden)]

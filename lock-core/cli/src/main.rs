@@ -11,11 +11,14 @@
 //! distlock --redlock --url redis://10.0.0.1 --url redis://10.0.0.2 --url redis://10.0.0.3 list
 //! distlock --sentinel mymaster --url redis://10.0.0.1:26379 --url redis://10.0.0.2:26379 list
 //! distlock --url redis://admin@10.0.0.5:6379 functions load
+//! distlock --url redis://admin@10.0.0.5:6379 functions list
+//! distlock --url redis://admin@10.0.0.5:6379 functions remove --older
 //! distlock exec --skip-if-busy --hold-at-least 60s nightly-report -- /usr/local/bin/report
 //! ```
 
 #[cfg(unix)]
 mod exec;
+mod functions;
 mod render;
 
 use std::path::PathBuf;
@@ -24,6 +27,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use lock_core::{LockClient, LockClientBuilder, LockError};
+
+use crate::functions::Functions;
 
 /// Operate distlock locks: see who holds them, since when, release stuck ones, and run a
 /// command under one.
@@ -108,18 +113,10 @@ enum Command {
     #[cfg(unix)]
     #[command(name = exec::reaper::SUBCOMMAND, hide = true)]
     ExecReaper(exec::reaper::ReaperArgs),
-    /// distlock's Redis Functions library, for operators.
+    /// distlock's Redis Functions library, for operators: load this version ahead of
+    /// the services, list the versions on the servers, remove those no service calls.
     #[command(subcommand)]
     Functions(Functions),
-}
-
-#[derive(Debug, Subcommand)]
-enum Functions {
-    /// Loads the library on every node (every master of a Cluster), replacing one of the
-    /// same version, and prints its name. Services load it by themselves on first use;
-    /// load it ahead of time when their Redis user may run FCALL but not FUNCTION LOAD
-    /// (least privilege). Run it as a user allowed `FUNCTION LOAD`.
-    Load,
 }
 
 impl Command {
@@ -233,10 +230,12 @@ async fn run(cli: Cli) -> Result<ExitCode, Error> {
         Command::Exec(exec) => return exec::run(&client, exec, explain).await,
         #[cfg(unix)]
         Command::ExecReaper(_) => unreachable!("run by main, before the runtime"),
-        Command::Functions(Functions::Load) => {
-            let library = client.load_functions().await.map_err(explain)?;
-            let loaded = serde_json::json!({ "loaded": library });
-            render::print(json, &loaded, || format!("loaded {library}\n"));
+        Command::Functions(command) => {
+            let nodes = functions::Nodes {
+                urls: &cli.url,
+                sentinel: cli.sentinel.as_deref(),
+            };
+            functions::run(&client, command, &nodes, json).await?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -215,11 +215,20 @@ pub(crate) fn table(locks: &[LockState]) -> String {
             state.waiters().to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
+    let mut out = columns(&rows);
+    if locks.is_empty() {
+        out.push_str("(no locks)\n");
+    }
+    out
+}
+
+/// `rows` (the first the header) as text, each column as wide as its widest cell.
+pub(crate) fn columns<const N: usize>(rows: &[[String; N]]) -> String {
+    let widths: Vec<usize> = (0..N)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
-    for row in &rows {
+    for row in rows {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)
@@ -227,9 +236,6 @@ pub(crate) fn table(locks: &[LockState]) -> String {
             .collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
-    }
-    if locks.is_empty() {
-        out.push_str("(no locks)\n");
     }
     out
 }

@@ -51,7 +51,7 @@ impl LockClient {
     }
 
     /// A builder for a client of a Redis Cluster, found through `seeds` (URLs of any nodes).
-    /// Lock, fencing counter, queue and channel of one name always share a slot; commands
+    /// Lock, waiter queue and release channel of one name always share a slot; commands
     /// follow MOVED/ASK redirections and failovers. Release messages use sharded pub/sub
     /// (Redis 7.0+): waiters listen on the master that owns the lock's slot, follow it across
     /// failovers, and interoperate with Redisson 3.23+ (see
@@ -110,7 +110,7 @@ impl LockClient {
     /// Calls to each node are bounded by the smaller of the command timeout and a hundredth of
     /// the lease (at least 50 ms), so a slow or dead minority cannot eat the lease. Waiters retry after a short random
     /// delay or on a release message (no fair queue: queues on independent nodes would
-    /// disagree). Fencing tokens are the highest counter among the granting majority: see
+    /// disagree). Fencing tokens are the highest of the granting majority's tokens: see
     /// SAFETY.md for what they do and do not promise under Redlock.
     ///
     /// ```no_run

@@ -81,7 +81,7 @@ pub(crate) async fn read(
     keys: &LockKeys,
 ) -> Result<Option<Leader>, LockError> {
     let call = fleet::leader(keys);
-    let answer = client.eval_each(name, client.config.lease, call).await;
+    let answer = client.call_each(name, client.config.lease, call).await;
     let reply = answer.into_iter().next().expect("one node answers once")?;
     Ok(Leader::of(reply))
 }

@@ -105,7 +105,7 @@ pub(crate) async fn proclaim(guard: &LockGuard, value: Option<&str>) -> Result<(
     let publish = held.engine.config.publish;
     let call = fleet::proclaim(&held.keys, &held.owner, value.unwrap_or(""), publish);
     let answer = (held.engine)
-        .eval_each(&held.name, held.lease, call)
+        .call_each(&held.name, held.lease, call)
         .await
         .into_iter()
         .next()

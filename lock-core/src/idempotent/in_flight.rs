@@ -44,7 +44,7 @@ impl InFlight {
     }
 
     /// Stores `payload` as the key's result with the retention, and releases the in-flight
-    /// lock, in one Redis script: only while this hold is current.
+    /// lock, in one function call: only while this hold is current.
     ///
     /// # Errors
     /// [`IdempotencyError::Lost`] when the hold was lost (its lease ran out, or another
@@ -99,7 +99,7 @@ async fn complete_in_redis(
     };
     let publish = held.engine.config.publish;
     let call = complete(&hold, record, value, retention, publish);
-    held.engine.eval_one(&held.name, call).await
+    held.engine.call_one(&held.name, call).await
 }
 
 impl fmt::Debug for InFlight {

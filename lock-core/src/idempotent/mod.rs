@@ -7,8 +7,8 @@
 //! - **in flight**: the lock `<key>` is held (watchdog-renewed, fenced); duplicates are
 //!   told to retry later ([`IdempotencyError::InFlight`]);
 //! - **completed**: the record `distlock__idem:{<lock key>}` holds the request's
-//!   fingerprint and result, with a TTL of the retention; it is written by the same script
-//!   that releases the in-flight lock, and only while that hold is current (its owner and
+//!   fingerprint and result, with a TTL of the retention; it is written by the same function
+//!   call that releases the in-flight lock, and only while that hold is current (its owner and
 //!   fencing token), so a hold that was lost and taken over never stores over its
 //!   successor. Duplicates get the stored result; another request with the key is refused
 //!   ([`IdempotencyError::Mismatch`]).

@@ -98,7 +98,7 @@ pub(crate) async fn release_at(guard: LockGuard, until: Instant) -> Result<(), L
     let call = fleet::linger(&held.keys, &held.owner, remaining);
     let kept = |answers: &[Result<i64, LockError>]| answers.iter().any(|a| matches!(a, Ok(1)));
     let answers = (held.engine)
-        .eval_until(&held.name, held.lease, call, kept)
+        .call_until(&held.name, held.lease, call, kept)
         .await;
     tracing::debug!(lock = %held.name, owner = %held.owner, ?remaining, "lingering");
     if kept(&answers) {

@@ -363,7 +363,9 @@ impl Attempter<'_> {
                 continue;
             }
             if wake.is_some_and(|w| is_superseded(w, superseded_below)) {
+                // Read after a later holder was seen: its claim ran out unread.
                 tracing::debug!(lock = %self.name, "ignored a superseded grant");
+                metrics::claim_missed(self.label);
                 sub.rearm_grant();
             }
             let by = match (wake, lease_timer) {
@@ -384,6 +386,15 @@ impl Attempter<'_> {
     /// extended later; else extended first (see [`claim`](crate::lock::claim)). `None` when
     /// the claim ran out before it could be extended.
     async fn take_grant(&self, token: u64, sent_at: Instant) -> Result<Option<Taken>, LockError> {
+        if self.lease <= claim::CLAIM {
+            // The claim is the whole lease: nothing to extend.
+            return Ok(Some(Taken {
+                token,
+                sent_at,
+                ttl: self.lease,
+                extend_at: None,
+            }));
+        }
         if let Some(at) = claim::extend_at(sent_at, self.lease) {
             return Ok(Some(Taken {
                 token,
@@ -418,7 +429,7 @@ impl Attempter<'_> {
         };
         let answers = self
             .engine
-            .eval_until(self.name, self.lease, call, raised)
+            .call_until(self.name, self.lease, call, raised)
             .await;
         if raised(&answers) {
             return Ok(());
@@ -492,7 +503,7 @@ impl Attempter<'_> {
         };
         let answers = self
             .engine
-            .eval_until(self.name, self.lease, call, granted)
+            .call_until(self.name, self.lease, call, granted)
             .await;
         let tally = AcquireTally::of(answers);
         if tally.acquired >= quorum && self.still_valid(started) {

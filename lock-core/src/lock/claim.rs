@@ -64,7 +64,7 @@ pub(crate) async fn extend_now(
 ) -> Result<Option<(Duration, Instant)>, LockError> {
     let sent_at = Instant::now();
     let call = calls::renew([(keys, owner, lease)]);
-    let mut answers = engine.eval_each(name, lease, call).await;
+    let mut answers = engine.call_each(name, lease, call).await;
     // Hand-offs happen on one node (Redlock waiters are never granted by message).
     let reply = answers.swap_remove(0)?;
     Ok(match reply.ttl_ms(0) {

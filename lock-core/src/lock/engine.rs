@@ -3,7 +3,7 @@
 //! topology fan-out, quorum and timeouts — and nothing of the holds made through it (the
 //! client's registry of them, [`Holds`](super::holds::Holds), sits above it).
 //!
-//! Its call entry points ([`Engine::eval_until`], [`Engine::eval_each`], [`Engine::eval_one`],
+//! Its call entry points ([`Engine::call_until`], [`Engine::call_each`], [`Engine::call_one`],
 //! [`Engine::query`]) are also the one gate of a known outage: while the client knows Redis
 //! is down ([`health`](super::health)), a call that starts something is refused at once
 //! with [`LockError::Unavailable`], as [`Function::fails_fast`] says, instead of waiting
@@ -182,13 +182,13 @@ impl Engine {
 
     /// Runs one function call about a lock with `lease` on every node at once, each within the
     /// node timeout, and waits for every answer.
-    pub(crate) async fn eval_each<T: FromRedisValue + Send + 'static>(
+    pub(crate) async fn call_each<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
         lease: Duration,
         call: Call<T>,
     ) -> Vec<Result<T, LockError>> {
-        self.eval_until(name, lease, call, |_| false).await
+        self.call_until(name, lease, call, |_| false).await
     }
 
     /// Runs one function call on every node at once, each within the node timeout, and returns
@@ -204,7 +204,7 @@ impl Engine {
     ///
     /// While Redis is known down, a function that [fails fast](Function::fails_fast) is not
     /// sent: the one answer is [`LockError::Unavailable`].
-    pub(crate) async fn eval_until<T: FromRedisValue + Send + 'static>(
+    pub(crate) async fn call_until<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
         lease: Duration,
@@ -223,7 +223,7 @@ impl Engine {
             self.health.observe(&answers);
             return answers;
         }
-        let mut calls = self.eval_stream(name, lease, call);
+        let mut calls = self.call_stream(name, lease, call);
         let mut answers = Vec::with_capacity(self.nodes.len());
         while let Some(answer) = calls.next().await {
             answers.push(answer);
@@ -247,7 +247,7 @@ impl Engine {
     /// # Errors
     /// [`LockError::Unavailable`] at once while Redis is known down (for a function that
     /// [fails fast](Function::fails_fast)), and the call's errors.
-    pub(crate) async fn eval_one<T: FromRedisValue + Send>(
+    pub(crate) async fn call_one<T: FromRedisValue + Send>(
         &self,
         name: &LockName,
         call: Call<T>,
@@ -305,8 +305,8 @@ impl Engine {
     }
 
     /// One function call on every node at once, each within the node timeout: the answers
-    /// as they arrive, owning all they need (`eval_until` may leave them to a task).
-    fn eval_stream<T: FromRedisValue + Send + 'static>(
+    /// as they arrive, owning all they need (`call_until` may leave them to a task).
+    fn call_stream<T: FromRedisValue + Send + 'static>(
         &self,
         name: &LockName,
         lease: Duration,

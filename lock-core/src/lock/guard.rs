@@ -188,7 +188,7 @@ impl LockGuard {
         };
         let mut answers = held
             .engine
-            .eval_until(&held.name, lease, call, settled)
+            .call_until(&held.name, lease, call, settled)
             .await;
         let outcome = renewal(ttls(&answers), nodes);
         held.settle(

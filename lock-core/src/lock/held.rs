@@ -302,7 +302,7 @@ impl Held {
             count(answers, true) >= quorum || count(answers, false) >= quorum
         };
         let answers = (self.engine)
-            .eval_until(&self.name, self.lease, call, known)
+            .call_until(&self.name, self.lease, call, known)
             .await;
         let held_for = self.granted_at.elapsed();
         tracing::debug!(lock = %self.name, owner = %self.owner, ?held_for, "released");

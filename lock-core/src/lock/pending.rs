@@ -91,7 +91,7 @@ pub(crate) async fn leave(
     let name = LockName::from(keys.lock());
     let publish = engine.config.publish;
     let call = calls::release(keys, owner, lease, publish, Some(meta), capacity);
-    for answer in engine.eval_each(&name, lease, call).await {
+    for answer in engine.call_each(&name, lease, call).await {
         match answer {
             Ok(ReleaseReply::NotHeld) => {}
             Ok(_) => {

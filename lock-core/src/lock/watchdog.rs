@@ -80,7 +80,7 @@ pub(crate) async fn renew(client: &Engine, due: &[Arc<Held>]) {
         let first = &batch[0];
         (
             batch,
-            client.eval_each(&first.name, first.lease, call).await,
+            client.call_each(&first.name, first.lease, call).await,
         )
     });
     for (batch, answers) in join_all(batches).await {

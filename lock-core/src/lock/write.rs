@@ -80,7 +80,8 @@ impl LockInfo {
     /// ```no_run
     /// # async fn demo() -> Result<(), lock_core::LockError> {
     /// let lock = lock_core::current_lock().expect("inside a locked fn");
-    /// let mut pipe = redis::pipe();
+    /// // redis-rs as lock-core re-exports it: the `Pipeline` the signature names.
+    /// let mut pipe = lock_core::redis::pipe();
     /// pipe.cmd("DECR").arg(lock.key("stock"));
     /// let (left,): (i64,) = lock.write(&pipe).await?;
     /// # Ok(()) }
@@ -132,7 +133,7 @@ async fn write<T: FromRedisValue>(held: &Held, commands: &Pipeline) -> Result<T,
     let same_slot = None;
     let call =
         guarded_write(&held.keys, &held.owner, held.token, commands, same_slot).map_err(invalid)?;
-    let GuardedReply(replies) = engine.eval_one(&held.name, call).await?;
+    let GuardedReply(replies) = engine.call_one(&held.name, call).await?;
     let Some(replies) = replies else {
         held.mark_lost("a guarded write found the hold no longer current: nothing was written");
         return Err(held.lost_error());

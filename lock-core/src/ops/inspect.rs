@@ -162,7 +162,7 @@ async fn read(
     keys: &LockKeys,
 ) -> Result<(LockState, bool), LockError> {
     let call = calls::inspect(keys);
-    let answers = client.eval_each(name, client.config.lease, call).await;
+    let answers = client.call_each(name, client.config.lease, call).await;
     let nodes = answers.len();
     let mut states = Vec::with_capacity(nodes);
     let mut first_error = None;

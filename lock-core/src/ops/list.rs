@@ -125,10 +125,29 @@ fn page((cursor, found): (u64, Vec<Vec<u8>>), keys: &mut Vec<Vec<u8>>) -> u64 {
 }
 
 /// One slot of each master in a `CLUSTER SLOTS` answer: SCAN is routed by slot, so no
-/// node address is needed (a node may announce none). Masters are told apart by node id
-/// (Redis 4+), else by the endpoint they announce.
+/// node address is needed (a node may announce none).
 #[cfg(feature = "cluster")]
 fn master_slots(slots: redis::Value) -> redis::RedisResult<Vec<u16>> {
+    Ok(cluster_masters(slots)?
+        .into_iter()
+        .map(|m| m.slot)
+        .collect())
+}
+
+/// One master of a Cluster, as `CLUSTER SLOTS` names it.
+#[cfg(feature = "cluster")]
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ClusterMaster {
+    /// One slot it serves: commands reach it routed by slot.
+    pub(crate) slot: u16,
+    /// For an operator: the `host:port` it announces, else its node id.
+    pub(crate) label: String,
+}
+
+/// Each master of a `CLUSTER SLOTS` answer once, in the order of its first range. Masters
+/// are told apart by node id (Redis 4+), else by the endpoint they announce.
+#[cfg(feature = "cluster")]
+pub(crate) fn cluster_masters(slots: redis::Value) -> redis::RedisResult<Vec<ClusterMaster>> {
     use redis::Value;
 
     let ranges: Vec<Vec<Value>> = redis::from_redis_value(slots)?;
@@ -143,8 +162,14 @@ fn master_slots(slots: redis::Value) -> redis::RedisResult<Vec<u16>> {
             None => format!("{:?}", &node).into_bytes(),
         };
         if !seen.contains(&id) {
+            let host = node.first().cloned().map(redis::from_redis_value::<String>);
+            let port = node.get(1).cloned().map(redis::from_redis_value::<u16>);
+            let label = match (host, port) {
+                (Some(Ok(host)), Some(Ok(port))) if !host.is_empty() => format!("{host}:{port}"),
+                _ => String::from_utf8_lossy(&id).into_owned(),
+            };
             seen.push(id);
-            out.push(start);
+            out.push(ClusterMaster { slot: start, label });
         }
     }
     Ok(out)
@@ -187,7 +212,16 @@ mod tests {
             // A second range of the first master.
             range(200, 16383, node("", 6379, "a")),
         ]);
-        assert_eq!(master_slots(slots).unwrap(), [0, 100]);
+        assert_eq!(master_slots(slots.clone()).unwrap(), [0, 100]);
+        let labels: Vec<String> = (cluster_masters(slots).unwrap().into_iter())
+            .map(|m| m.label)
+            .collect();
+        assert_eq!(labels, ["a", "b"], "no endpoint: named by node id");
+        let announced = Value::Array(vec![range(0, 16383, node("10.0.0.1", 7000, "a"))]);
+        assert_eq!(
+            cluster_masters(announced).unwrap()[0].label,
+            "10.0.0.1:7000"
+        );
         assert!(
             master_slots(Value::Int(1)).is_err(),
             "an unreadable answer is an error"

@@ -1,10 +1,12 @@
 //! The operator's tools: inspecting one lock ([`inspect`]), listing locks with SCAN
-//! ([`list`]), and forcing a release.
+//! ([`list`]), forcing a release, and the Functions library's versions on the servers
+//! ([`libraries`]).
 //!
 //! The `impl LockClient` block below holds every operator method of the client, and
 //! nowhere else has one (see [`crate::client`] for the client's other blocks).
 
 pub(crate) mod inspect;
+pub(crate) mod libraries;
 pub(crate) mod list;
 
 use futures_util::stream::{self, StreamExt};
@@ -14,6 +16,7 @@ use crate::error::bounded;
 use crate::error::LockError;
 use crate::lock::revoke;
 use crate::ops::inspect::LockState;
+use crate::ops::libraries::{FunctionNode, NodeLibraries};
 use crate::ops::list::glob_escape;
 use crate::protocol::call;
 use crate::protocol::calls;
@@ -115,6 +118,48 @@ impl LockClient {
         Ok(LIBRARY_NAME)
     }
 
+    /// The version of distlock's Functions library this crate calls: its library is
+    /// `distlock_<version>` ([`load_functions`](Self::load_functions)).
+    pub const FUNCTIONS_VERSION: u32 = libraries::CURRENT_VERSION;
+
+    /// The versions of distlock's Functions library on every node this client uses (as
+    /// [`load_functions`](Self::load_functions) reaches them: each master of a Cluster, each
+    /// Redlock node, the master Sentinels name), with `FUNCTION LIST LIBRARYNAME
+    /// distlock_*`. Old versions stay after an upgrade until an operator removes them
+    /// ([`remove_functions`](Self::remove_functions)). The Redis user needs `FUNCTION LIST`
+    /// (`+function|list`; on a Cluster also `+cluster|slots`).
+    ///
+    /// # Errors
+    /// [`LockError::Refused`] for a user without `FUNCTION LIST`, and the Redis errors of
+    /// the first node that fails.
+    ///
+    /// # Cancel safety
+    /// Read-only: dropping the future changes nothing.
+    pub async fn list_functions(&self) -> Result<Vec<NodeLibraries>, LockError> {
+        libraries::list(&self.engine).await
+    }
+
+    /// Deletes the library of `version` (`distlock_<version>`) from every node that has it
+    /// (as [`list_functions`](Self::list_functions) reaches them), for operators: the nodes
+    /// it was deleted from. Redis cannot tell which clients still call a version, so the
+    /// caller states that none does. A client that still calls it gets `Function not
+    /// found`, and then loads it again where its user may run `FUNCTION LOAD` — or fails
+    /// with [`LockError::LibraryNotLoaded`] where it may not, acquisitions and renewals of
+    /// its holds alike. Nothing stops this client's own version
+    /// ([`FUNCTIONS_VERSION`](Self::FUNCTIONS_VERSION)) being removed: its next call loads it
+    /// again, if it may. The Redis user needs `FUNCTION DELETE` (`+function|delete`).
+    ///
+    /// # Errors
+    /// [`LockError::Refused`] for a user without `FUNCTION DELETE`, and the Redis errors of
+    /// the first node that fails (the nodes before it have lost the library).
+    ///
+    /// # Cancel safety
+    /// Dropped midway, some nodes may have lost the library and others not; calling again
+    /// is safe.
+    pub async fn remove_functions(&self, version: u32) -> Result<Vec<FunctionNode>, LockError> {
+        libraries::remove(&self.engine, version).await
+    }
+
     /// Deletes the lock `name` whoever holds it, for operators: its holder record goes too,
     /// the next queued waiter gets the lock (or every waiter is woken), and the former
     /// holder's client is told at once (a message on its own revocation channel), so that
@@ -171,7 +216,7 @@ impl LockClient {
         let mut first_error = None;
         for answer in self
             .engine
-            .eval_each(&name, self.engine.config.lease, call)
+            .call_each(&name, self.engine.config.lease, call)
             .await
         {
             match answer {

@@ -254,7 +254,7 @@ mod tests {
     }
 
     #[test]
-    fn records_read_as_the_fields_the_scripts_answered() {
+    fn records_read_as_the_fields_the_functions_answered() {
         let meta = ["billing", "web-3", "4242", "req-1"].join("\u{1f}");
         let record = format!("1714533129456789\u{1f}u:1\u{1f}{meta}");
         let (token, info) = HolderInfo::from_record(&record);

@@ -28,9 +28,9 @@
 -- `<lease ms>|<owner>|<metadata>` (a semaphore's `<lease ms>:<capacity>|…`), so a hand-off
 -- sets the waiter's own record.
 --
--- A hand-off must not hand a name to the dead. It skips a waiter whose grant reaches nobody
--- (PUBLISH counts the receivers: a waiter's client that died, was dropped or ended its
--- runtime has no subscription left), and it grants a *claim*, not a lease: the hold lives
+-- A hand-off must not hand a name to the dead. It skips a waiter whose client does not
+-- listen for its grants (a client that died, was dropped or ended its runtime has no
+-- subscription left), and it grants a *claim*, not a lease: the hold lives
 -- CLAIM_MS (or the waiter's lease if shorter) until the new holder's client, which read the
 -- grant, extends it to its lease (RENEW). A waiter that dies while its grant travels blocks
 -- the name for a claim, not a lease.
@@ -90,14 +90,20 @@ local function token_of(record)
 end
 -- Tells waiter `owner` that it holds the lock `key` now, with `token` (a number or its
 -- text). Only on its client's grants channel (the client id is the owner's text before its
--- first ':'), so no other process waiting here hears it. False when nobody heard it where
--- every receiver is counted: the waiter's client is gone, and the caller skips it.
+-- first ':'), so no other process waiting here hears it. False, with nothing published,
+-- when nobody listens there: the waiter's client is gone, and the caller skips it.
+-- Counted before publishing, not by PUBLISH's answer: a message this server publishes also
+-- reaches the listeners of its replicas, so a waiter still listening on a demoted master
+-- would hear a grant that was never written.
 local function publish_grant(publish, key, owner, token)
   if type(token) == 'number' then token = string.format('%d', token) end
-  local heard = redis.call(publish,
-    GRANTS_PREFIX .. '{' .. key .. '}:' .. string.match(owner, '^[^:]*'),
-    GRANT_PREFIX .. owner .. ':' .. token)
-  return heard > 0 or (on_cluster and publish == 'publish')
+  local grants = GRANTS_PREFIX .. '{' .. key .. '}:' .. string.match(owner, '^[^:]*')
+  if not (on_cluster and publish == 'publish') then
+    local count = publish == 'spublish' and 'shardnumsub' or 'numsub'
+    if redis.call('pubsub', count, grants)[2] == 0 then return false end
+  end
+  redis.call(publish, grants, GRANT_PREFIX .. owner .. ':' .. token)
+  return true
 end
 -- The TTL of a hold granted by message: the waiter's lease (text), at most CLAIM_MS. Its
 -- client extends it to the lease when the grant reaches it.

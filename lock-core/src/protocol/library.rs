@@ -286,5 +286,5 @@ mod tests {
     }
 
     /// The SHA-256 of `library.lua` at version 2.
-    const PINNED_DIGEST: &str = "d79933065331da88b19c0b232e0db417dc8e8c6b53471716b4c2767cd3397243";
+    const PINNED_DIGEST: &str = "368d5ebd7d8743e5c274f725c808f51f268d04e5de14f847f8b09909f667589c";
 }

@@ -181,7 +181,7 @@ impl LockKeys {
 
     /// The channel that grants to `owner`'s waiters on this lock travel on:
     /// `distlock__claim:{<lock key>}:<client id>`, the client id being the owner's text
-    /// before its first `:` (as the scripts read it). Same slot as the lock; one channel
+    /// before its first `:` (as the library's functions read it). Same slot as the lock; one channel
     /// per waiting client, so a grant is delivered to one process only.
     pub(crate) fn grants_channel(&self, owner: &str) -> Vec<u8> {
         let tag = &self.channel[self.mode.channel_prefix().len()..];
@@ -194,7 +194,7 @@ impl LockKeys {
         self.mode
     }
 
-    /// The keys the scripts of one lock take, in their one order: the lock, the fair queue of
+    /// The keys the functions of one lock take, in their one order: the lock, the fair queue of
     /// waiters (by arrival and by liveness deadline), then a semaphore's holder
     /// records, or under Redlock the fence floor. Each comes as two parts that spell it when joined: `("", lock key)`, or a
     /// companion's prefix and `{<lock key>}`.
@@ -258,7 +258,7 @@ mod tests {
         LockKeys::new("p:", &LockName::from(name), LockMode::Exclusive, false)
     }
 
-    /// The keys in script order, each spelled out.
+    /// The keys in the functions' order, each spelled out.
     fn spelled(keys: &LockKeys) -> Vec<Vec<u8>> {
         let join = |(prefix, rest): (&str, &[u8])| [prefix.as_bytes(), rest].concat();
         keys.in_key_order().map(join).collect()

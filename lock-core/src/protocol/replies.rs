@@ -283,7 +283,7 @@ mod tests {
     }
 
     #[test]
-    fn release_outcomes_are_numbered_as_in_the_script() {
+    fn release_outcomes_are_numbered_as_in_the_library() {
         let read = |n| ReleaseReply::from_redis_value(Value::Int(n));
         assert_eq!(read(0).unwrap(), ReleaseReply::NotHeld);
         assert_eq!(read(3).unwrap(), ReleaseReply::HandedOver);

@@ -16,6 +16,10 @@ use pin_project_lite::pin_project;
 ///
 /// Implemented for axum's body (`axum` feature), tonic's body (`tonic` feature) and
 /// `http_body_util::Full<Bytes>`; implement it for your own body type.
+#[diagnostic::on_unimplemented(
+    message = "the idempotency layer cannot rebuild a request body of type `{Self}`",
+    note = "lock-tower's `axum` feature implements `RebuildBody` for axum's body, its `tonic` feature for tonic's (neither is on by default)"
+)]
 pub trait RebuildBody: Body + Sized {
     /// The body of `bytes`.
     fn rebuild(bytes: Bytes) -> Self;

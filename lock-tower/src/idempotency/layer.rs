@@ -14,7 +14,7 @@ use crate::idempotency::config::{CallerFn, Config, FingerprintFn};
 use crate::idempotency::service::Idempotent;
 
 /// A tower layer that runs each request with an `Idempotency-Key` once, stores its
-/// response, and replays it to later duplicates; see the [module docs](crate#idempotency-keys).
+/// response, and replays it to later duplicates; see the [module docs](crate::idempotency).
 ///
 /// ```no_run
 /// # fn demo(client: lock_core::LockClient) {

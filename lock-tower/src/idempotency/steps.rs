@@ -148,7 +148,7 @@ pub(crate) fn refusal(config: &Config, error: IdempotencyError) -> Answer {
     }
 }
 
-/// Stores a final response and ends its key in one script, or releases the key without
+/// Stores a final response and ends its key in one function call, or releases the key without
 /// storing a transient one; answers what the client gets.
 pub(crate) async fn finish<B>(
     config: Arc<Config>,

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use distlock_tests::locks::{client, queue_key, queued, wait_until, GENEROUS};
+use distlock_tests::locks::{client, exists, lock_key, queue_key, queued, wait_until, GENEROUS};
 use distlock_tests::metrics::{counter, install};
 use distlock_tests::{RedisServer, TcpProxy};
 use lock_core::LockClient;
@@ -71,25 +71,26 @@ async fn live_waiters_keep_every_hand_off() {
     assert!(handed > 0, "no hand-off by message: nothing was tested");
 }
 
-/// Control: a waiter whose grant takes longer than a claim to reach it (2 s of latency each
-/// way) misses its claim — it goes on waiting and takes the lock free — and the counter
-/// records the miss.
+/// Control: a waiter whose grant takes longer than a claim to reach it (3 s of latency each
+/// way) misses its claim, and the counter records the miss: the claim runs out, another
+/// client takes the free lock before the far waiter's late calls land, and the far one's
+/// late grant is refused (or seen superseded). It goes on waiting and gets the lock after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_a_grant_that_arrives_after_its_claim_is_a_missed_claim() {
     install();
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let holder = client(&server.url());
+    let (holder, thief) = (client(&server.url()), client(&server.url()));
     let held = holder.lock("far").await.unwrap();
     let proxy = TcpProxy::start(server.addr());
     let far = distlock_tests::locks::builder(&proxy.url())
-        .command_timeout(Duration::from_secs(20))
+        .command_timeout(Duration::from_secs(30))
         .build()
         .unwrap();
     let waiting = tokio::spawn(async move {
         far.lock("far")
             .metrics_label("far")
-            .wait(Duration::from_secs(60))
+            .wait(Duration::from_secs(120))
             .await
     });
     wait_until("the far waiter queued", GENEROUS, || {
@@ -97,18 +98,29 @@ async fn control_a_grant_that_arrives_after_its_claim_is_a_missed_claim() {
         async move { queued(&mut conn, &queue_key("far")).await == 1 }
     })
     .await;
-    proxy.set_latency(Duration::from_secs(2));
+    proxy.set_latency(Duration::from_secs(3));
     held.release().await.unwrap();
+    // The claim runs out unextended (1.5 s); the far waiter's calls land after 3 s.
+    wait_until("the claim ran out", GENEROUS, || {
+        let mut conn = conn.clone();
+        async move { !exists(&mut conn, &lock_key("far")).await }
+    })
+    .await;
+    let taken = thief.lock("far").try_acquire().await.unwrap();
+    let taken = taken.expect("the free lock, before the far waiter's late calls land");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    proxy.set_latency(Duration::ZERO);
+    taken.release().await.unwrap();
     let guard = tokio::time::timeout(Duration::from_secs(60), waiting)
         .await
         .expect("the far waiter ends")
         .unwrap()
-        .expect("it takes the lock once free");
-    proxy.set_latency(Duration::ZERO);
+        .expect("it gets the lock after the thief");
     let missed = counter("distlock_claims_missed_total", &["template=far"]);
     assert!(
         missed >= 1,
         "the late grant's claim was not counted as missed"
     );
     guard.release().await.unwrap();
+    let _ = conn;
 }

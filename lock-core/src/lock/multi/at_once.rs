@@ -74,7 +74,7 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
         })
         .collect();
     let call = calls::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
-    let answer = r.engine.eval_each(&r.names[0], r.lease, call).await.pop();
+    let answer = r.engine.call_each(&r.names[0], r.lease, call).await.pop();
     let token = match answer {
         Some(Ok(MultiAcquireReply::Acquired { token })) => token,
         Some(Ok(MultiAcquireReply::Busy { .. })) => {

@@ -12,7 +12,7 @@ use lock_core::{GuardedRun, InScope, LockGuard, LockRequest, OwnerScope};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::config::{Config, OutagePolicy};
+use crate::lock::config::{Config, OutagePolicy};
 use crate::response::{Rejection, ResponseBody};
 
 /// The acquisition: lock-core's one boxed future (its state machine is large and cannot be
@@ -161,7 +161,7 @@ where
                     acquire, started, ..
                 } => {
                     let acquired = ready!(acquire.poll(cx));
-                    crate::trace::acquired(&acquired, started.elapsed());
+                    super::trace::acquired(&acquired, started.elapsed());
                     let StateOwn::Acquiring {
                         scope,
                         mut service,

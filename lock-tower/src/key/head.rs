@@ -11,7 +11,7 @@ use crate::key::KeyError;
 /// the path parameters of the matched route.
 ///
 /// The body is not available: the lock is taken before the inner service reads it. See
-/// [locking on a field of the body](crate#locking-on-a-field-of-the-body).
+/// [locking on a field of the body](crate::lock#locking-on-a-field-of-the-body).
 #[derive(Debug)]
 pub struct RequestHead<'a> {
     method: &'a Method,

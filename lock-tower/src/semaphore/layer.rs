@@ -11,13 +11,12 @@ use http_body::Body;
 use lock_core::{LockClient, LockName, OnLost};
 use tower_layer::Layer;
 
-use crate::config::{Hold, OutagePolicy};
 use crate::error::BuildError;
-use crate::head::RequestHead;
+use crate::key::head::RequestHead;
 use crate::key::KeyError;
-use crate::layer::{DistributedLockLayer, LockLayerBuilder};
+use crate::lock::config::{Hold, OutagePolicy};
+use crate::lock::{DistributedLock, DistributedLockLayer, LockLayerBuilder};
 use crate::response::{BoxError, Rejection};
-use crate::service::DistributedLock;
 
 /// A tower [`Layer`] that lets at most `permits` requests per key run at once across every
 /// instance of a service: each request takes one permit of the key's semaphore

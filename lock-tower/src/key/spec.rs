@@ -1,4 +1,5 @@
-//! Request → lock name: key templates over path, query and header values, or a closure.
+//! [`KeySpec`]: how a layer names a request's lock — a key template over path, query and
+//! header values, each placeholder typed, or a closure over the request head.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -9,70 +10,9 @@ use http::request::Parts;
 use lock_core::{KeyTemplate, LockName};
 
 use crate::error::BuildError;
-use crate::head::RequestHead;
-use crate::typed::{ValueType, BUILTIN};
-
-/// Why no lock name could be made for a request. The request is answered `400 Bad Request`
-/// (`INVALID_ARGUMENT` for gRPC) and no lock is attempted. The answer names the parameter,
-/// unless the layer's configuration is at fault (see [`is_misconfiguration`](Self::is_misconfiguration)).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("key parameter `{parameter}` {reason}")]
-pub struct KeyError {
-    parameter: String,
-    reason: Cow<'static, str>,
-    misconfigured: bool,
-}
-
-impl KeyError {
-    /// `parameter` is absent from the request.
-    pub fn missing(parameter: impl Into<String>) -> Self {
-        Self::new(parameter, "is missing")
-    }
-
-    /// `parameter` is present but empty.
-    pub fn empty(parameter: impl Into<String>) -> Self {
-        Self::new(parameter, "is empty")
-    }
-
-    /// `parameter` is present but unusable, for the given reason (lowercase, e.g.
-    /// `"is not valid UTF-8"`).
-    pub fn new(parameter: impl Into<String>, reason: impl Into<Cow<'static, str>>) -> Self {
-        Self {
-            parameter: parameter.into(),
-            reason: reason.into(),
-            misconfigured: false,
-        }
-    }
-
-    /// A placeholder the layer can never fill for this request: the route has no such path
-    /// parameter, or no route is known. Not the client's fault.
-    pub(crate) fn misconfigured(
-        parameter: impl Into<String>,
-        reason: impl Into<Cow<'static, str>>,
-    ) -> Self {
-        Self {
-            misconfigured: true,
-            ..Self::new(parameter, reason)
-        }
-    }
-
-    /// The parameter, as written in the template (`id`, `query.id`, `header.x-tenant`).
-    pub fn parameter(&self) -> &str {
-        &self.parameter
-    }
-
-    /// What is wrong with it (`is missing`, `is empty`, …).
-    pub fn reason(&self) -> &str {
-        &self.reason
-    }
-
-    /// True when the layer's configuration, not the request, is at fault: a path
-    /// placeholder that the matched route does not define, or a layer that no route
-    /// reaches. The client is answered a generic `400` (the details are logged at `error`).
-    pub fn is_misconfiguration(&self) -> bool {
-        self.misconfigured
-    }
-}
+use crate::key::head::RequestHead;
+use crate::key::typed::{ValueType, BUILTIN};
+use crate::key::KeyError;
 
 /// The signature of a key function.
 pub(crate) type KeyFn =
@@ -271,10 +211,7 @@ impl Placeholder {
             Source::Query(name) => head.query_param(name),
             Source::Header(name) => head.header(name.as_str()).map(|v| v.map(Cow::Borrowed)),
         };
-        let value = found.map_err(|error| KeyError {
-            parameter: written.to_owned(),
-            ..error
-        })?;
+        let value = found.map_err(|error| error.for_parameter(written))?;
         match value {
             None => Err(KeyError::missing(written)),
             Some(v) if v.trim().is_empty() => Err(KeyError::empty(written)),

@@ -1,4 +1,4 @@
-//! [`DistributedLockLayer`] and its builder.
+//! [`LockLayerBuilder`]: the settings of a [`DistributedLockLayer`], checked when it is built.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -10,79 +10,15 @@ use bytes::Bytes;
 use http::{Method, Response};
 use http_body::Body;
 use lock_core::{LockClient, LockClientBuilder, LockName, OnLost};
-use tower_layer::Layer;
 
-use crate::config::{Config, Hold, OutagePolicy, RejectionFn};
 use crate::error::BuildError;
-use crate::head::RequestHead;
+use crate::key::head::RequestHead;
+use crate::key::route::Routes;
+use crate::key::typed::ValueType;
 use crate::key::{KeyError, KeyFn, KeySpec};
+use crate::lock::config::{Config, Hold, OutagePolicy, RejectionFn};
+use crate::lock::layer::DistributedLockLayer;
 use crate::response::{custom_body, BoxError, Rejection};
-use crate::route::Routes;
-use crate::service::DistributedLock;
-use crate::typed::ValueType;
-
-/// A tower [`Layer`] that takes one distributed lock per request; see the
-/// [crate docs](crate). Cheap to clone.
-///
-/// ```no_run
-/// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
-/// use lock_tower::DistributedLockLayer;
-/// // One lock per item; `<id:u64>` is the route's `{id}` parameter, read as a `u64`.
-/// let layer = DistributedLockLayer::builder(client)
-///     .route("/items/{id}/buy")
-///     .key("item_<id:u64>")
-///     .build()?;
-/// # let _ = layer; Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct DistributedLockLayer {
-    pub(crate) config: Arc<Config>,
-}
-
-impl DistributedLockLayer {
-    /// A layer locking every request on the name rendered from `key` (see
-    /// [`LockLayerBuilder::key`]), with every other setting at its default.
-    ///
-    /// # Errors
-    /// As [`LockLayerBuilder::build`].
-    pub fn new(client: LockClient, key: impl Into<String>) -> Result<Self, BuildError> {
-        Self::builder(client).key(key).build()
-    }
-
-    /// A builder for a layer taking its locks through `client`.
-    pub fn builder(client: LockClient) -> LockLayerBuilder {
-        LockLayerBuilder {
-            client,
-            key: None,
-            parse_as: Vec::new(),
-            routes: Vec::new(),
-            methods: Vec::new(),
-            lease: None,
-            wait: None,
-            outage: OutagePolicy::FailClosed,
-            on_lost: OnLost::Abort,
-            rejection: None,
-            family: None,
-            hold: Hold::Exclusive,
-        }
-    }
-}
-
-impl<S> Layer<S> for DistributedLockLayer {
-    type Service = DistributedLock<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        DistributedLock::from_config(inner, Arc::clone(&self.config))
-    }
-}
-
-impl fmt::Debug for DistributedLockLayer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DistributedLockLayer")
-            .field("config", &self.config)
-            .finish()
-    }
-}
 
 /// Settings of a [`DistributedLockLayer`]; made by [`DistributedLockLayer::builder`].
 #[must_use = "call .build() to get the layer"]
@@ -107,6 +43,24 @@ enum Key {
 }
 
 impl LockLayerBuilder {
+    /// Every setting at its default ([`DistributedLockLayer::builder`]).
+    pub(crate) fn new(client: LockClient) -> Self {
+        Self {
+            client,
+            key: None,
+            parse_as: Vec::new(),
+            routes: Vec::new(),
+            methods: Vec::new(),
+            lease: None,
+            wait: None,
+            outage: OutagePolicy::FailClosed,
+            on_lost: OnLost::Abort,
+            rejection: None,
+            family: None,
+            hold: Hold::Exclusive,
+        }
+    }
+
     /// The longest a request waits for a busy lock unless the layer sets its own
     /// [`wait`](Self::wait): a few seconds suit a request path; the client's default
     /// (30 s) suits background jobs.
@@ -133,8 +87,8 @@ impl LockLayerBuilder {
     /// [`key_fn`](Self::key_fn).
     ///
     /// Path parameters come from the layer's own [`route`](Self::route) templates or, with
-    /// the `axum` feature (on by default), from the route axum matched; see [routes and path
-    /// parameters](crate#routes-and-path-parameters).
+    /// lock-tower's `axum` feature, from the route axum matched; see [routes and path
+    /// parameters](crate::lock#routes-and-path-parameters).
     ///
     /// # Errors
     /// [`build`](Self::build) fails with [`BuildError::UntypedPlaceholder`] for a
@@ -183,7 +137,7 @@ impl LockLayerBuilder {
     /// The lock name computed by a function of the request head, for anything a template
     /// cannot express. Return a [`KeyError`] to answer `400` / `INVALID_ARGUMENT`. The body
     /// is not available (see [locking on a field of the
-    /// body](crate#locking-on-a-field-of-the-body)).
+    /// body](crate::lock#locking-on-a-field-of-the-body)).
     /// Replaces an earlier [`key`](Self::key).
     ///
     /// ```no_run

@@ -8,13 +8,13 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use crate::config::{Config, Plan};
-use crate::future::ResponseFuture;
-use crate::layer::DistributedLockLayer;
+use crate::lock::config::{Config, Plan};
+use crate::lock::future::ResponseFuture;
+use crate::lock::layer::DistributedLockLayer;
 use crate::response::{is_grpc, Rejection, ResponseBody};
 
 /// Takes one distributed lock per request around an inner service; made by
-/// [`DistributedLockLayer`]. See the [crate docs](crate) for what it answers and when.
+/// [`DistributedLockLayer`]. See the [module docs](crate::lock) for what it answers and when.
 #[derive(Clone)]
 pub struct DistributedLock<S> {
     inner: S,
@@ -91,7 +91,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::Plan;
+    use crate::lock::config::Plan;
     use crate::{DistributedSemaphoreLayer, LockLayerBuilder};
 
     /// A client whose Redis is never contacted: these requests are decided before any lock.

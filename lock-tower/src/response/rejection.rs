@@ -1,20 +1,15 @@
-//! Rejections (busy, bad key, outage, lost) and the response body that carries them.
+//! Rejections: why the layer answered a request itself (busy, bad key, outage, lost, full),
+//! and their default answers.
 
 use std::fmt;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
-use http::{Request, Response, StatusCode};
-use http_body::{Body, Frame, SizeHint};
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::BodyExt;
+use http::{Response, StatusCode};
 use lock_core::{Answer, LockError};
-use pin_project_lite::pin_project;
 
 use crate::key::KeyError;
+use crate::response::grpc_status;
 
 /// Why the layer answered a request itself instead of calling the inner service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,7 +18,7 @@ pub enum RejectionKind {
     /// The lock stayed busy for the whole wait.
     ///
     /// # Default
-    /// `409 Conflict` with [`Retry-After`](crate#retry-after); gRPC `ABORTED`. The body
+    /// `409 Conflict` with [`Retry-After`](crate::lock#retry-after); gRPC `ABORTED`. The body
     /// names the lock's family (``lock `item_<id>` is busy``), not its holder.
     Busy,
     /// A key parameter is missing, empty, repeated or invalid (or the rendered name is too
@@ -52,7 +47,7 @@ pub enum RejectionKind {
     /// # Default
     /// `429 Too Many Requests` (or the layer's
     /// [`when_full`](crate::SemaphoreLayerBuilder::when_full) status, e.g. `503`) with
-    /// [`Retry-After`](crate#retry-after); gRPC `RESOURCE_EXHAUSTED`. The body names the
+    /// [`Retry-After`](crate::lock#retry-after); gRPC `RESOURCE_EXHAUSTED`. The body names the
     /// family (``limit `tenant_<header.x-tenant>` is reached``), not the holders.
     Full,
     /// Any other lock error (a misconfiguration, for example).
@@ -164,7 +159,7 @@ impl Rejection {
     }
 
     /// When to retry, in whole seconds (at least 1): for [`RejectionKind::Busy`] and
-    /// [`RejectionKind::Full`] the layer's estimate (see [`Retry-After`](crate#retry-after)),
+    /// [`RejectionKind::Full`] the layer's estimate (see [`Retry-After`](crate::lock#retry-after)),
     /// for [`RejectionKind::Unavailable`] lock-core's
     /// [`Answer::UNAVAILABLE_RETRY_AFTER`] (as [`LockError::retry_after`]).
     pub fn retry_after(&self) -> Option<Duration> {
@@ -228,148 +223,6 @@ impl RejectionKind {
             Self::Internal => Answer::Internal,
         })
     }
-}
-
-/// A trailers-only gRPC response with `code` and `message`.
-pub(crate) fn grpc_status(code: i32, message: &str) -> Response<String> {
-    let mut response = Response::new(String::new());
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    headers.insert("grpc-status", HeaderValue::from(code));
-    if let Ok(value) = HeaderValue::try_from(encode_grpc_message(message)) {
-        headers.insert("grpc-message", value);
-    }
-    response
-}
-
-/// Percent-encodes a `grpc-message` as the gRPC HTTP/2 spec asks (all but printable ASCII
-/// other than `%`).
-fn encode_grpc_message(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    for b in message.bytes() {
-        if (0x20..=0x7e).contains(&b) && b != b'%' {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// True for gRPC requests: `content-type: application/grpc` (also `+proto` and friends).
-pub(crate) fn is_grpc<B>(request: &Request<B>) -> bool {
-    request
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/grpc"))
-}
-
-pin_project! {
-    /// The response body of [`DistributedLock`](crate::DistributedLock): the inner service's
-    /// body, or the text of a rejection.
-    pub struct ResponseBody<B> {
-        #[pin]
-        kind: Kind<B>,
-    }
-}
-
-pin_project! {
-    #[project = KindProj]
-    enum Kind<B> {
-        Inner { #[pin] body: B },
-        Rejection { data: Option<Bytes> },
-        Custom { #[pin] body: CustomBody },
-    }
-}
-
-/// The body of a [custom rejection](crate::LockLayerBuilder::on_rejection), boxed: its type
-/// is the application's.
-pub(crate) type CustomBody = UnsyncBoxBody<Bytes, BoxError>;
-
-/// Boxes a custom rejection's body.
-pub(crate) fn custom_body<B>(body: B) -> CustomBody
-where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    body.map_err(Into::into).boxed_unsync()
-}
-
-impl<B> ResponseBody<B> {
-    /// Wraps a body of the inner service.
-    pub fn new(body: B) -> Self {
-        Self {
-            kind: Kind::Inner { body },
-        }
-    }
-
-    pub(crate) fn custom(body: CustomBody) -> Self {
-        Self {
-            kind: Kind::Custom { body },
-        }
-    }
-
-    pub(crate) fn rejection(text: String) -> Self {
-        let data = (!text.is_empty()).then(|| Bytes::from(text));
-        Self {
-            kind: Kind::Rejection { data },
-        }
-    }
-}
-
-impl<B: fmt::Debug> fmt::Debug for ResponseBody<B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            Kind::Inner { body } => f.debug_tuple("ResponseBody").field(body).finish(),
-            Kind::Rejection { data } => f.debug_tuple("ResponseBody").field(data).finish(),
-            Kind::Custom { .. } => f.debug_tuple("ResponseBody").field(&"custom").finish(),
-        }
-    }
-}
-
-impl<B> Body for ResponseBody<B>
-where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
-{
-    type Data = Bytes;
-    /// Boxed: the inner service's errors or a custom rejection body's.
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.project().kind.project() {
-            KindProj::Inner { body } => body.poll_frame(cx).map_err(Into::into),
-            KindProj::Rejection { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            KindProj::Custom { body } => body.poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match &self.kind {
-            Kind::Inner { body } => body.is_end_stream(),
-            Kind::Rejection { data } => data.is_none(),
-            Kind::Custom { body } => body.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match &self.kind {
-            Kind::Inner { body } => body.size_hint(),
-            Kind::Custom { body } => body.size_hint(),
-            Kind::Rejection { data } => {
-                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
-            }
-        }
-    }
-}
-
-/// Turns a rejection answer into a response of the service's body type.
-pub(crate) fn into_response<B>(response: Response<String>) -> Response<ResponseBody<B>> {
-    response.map(ResponseBody::rejection)
 }
 
 #[cfg(test)]
@@ -480,17 +333,6 @@ mod tests {
             "key parameter `header.x-order` is missing"
         );
         assert!(response.body().is_empty());
-        assert_eq!(encode_grpc_message("é%\n"), "%C3%A9%25%0A");
-    }
-
-    #[test]
-    fn grpc_is_detected_by_content_type() {
-        let grpc = Request::post("/")
-            .header(CONTENT_TYPE, "application/grpc+proto")
-            .body(())
-            .unwrap();
-        assert!(is_grpc(&grpc));
-        assert!(!is_grpc(&Request::new(())));
     }
 
     #[test]

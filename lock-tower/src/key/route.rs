@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use crate::error::BuildError;
-use crate::head::decode;
+use crate::key::head::decode;
 use crate::key::{KeyError, KeySpec};
 
 /// The path parameters of a matched route: names from the template, values

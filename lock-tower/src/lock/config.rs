@@ -10,10 +10,10 @@ use http::request::Parts;
 use http::{Method, Response, StatusCode};
 use lock_core::{LockClient, LockError, LockMode, LockName, LockRequest, OnLost};
 
+use crate::key::route::Routes;
 use crate::key::{KeyError, KeySpec};
 use crate::response::{into_response, CustomBody, Rejection, ResponseBody};
 use crate::retry::HoldTimes;
-use crate::route::Routes;
 
 /// What the layer does when Redis cannot be reached.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -118,7 +118,7 @@ impl Config {
     /// route and the key needs one.
     #[cfg(feature = "axum")]
     fn resolve_without_routes(&self, parts: &mut Parts) -> Result<Option<LockName>, KeyError> {
-        use crate::route::axum_route::{matched, Matched};
+        use crate::key::route::axum_route::{matched, Matched};
         match matched(parts) {
             // A path placeholder cannot be filled: the layer sits on a whole `Router`
             // (`.layer` rather than `.route_layer`) and this request found no route. It goes
@@ -170,7 +170,7 @@ impl Config {
     fn log_misconfiguration(&self, parts: &Parts, error: &KeyError) {
         const NO_ROUTE: &str = "(no route matched before the layer)";
         #[cfg(feature = "axum")]
-        let route = crate::route::axum_route::template(parts).unwrap_or(NO_ROUTE);
+        let route = crate::key::route::axum_route::template(parts).unwrap_or(NO_ROUTE);
         #[cfg(not(feature = "axum"))]
         let route = NO_ROUTE;
         tracing::error!(
