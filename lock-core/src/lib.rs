@@ -167,6 +167,7 @@ mod lock;
 mod metrics;
 mod ops;
 mod protocol;
+mod trace;
 mod transport;
 
 pub use answer::Answer;

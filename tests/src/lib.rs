@@ -16,7 +16,8 @@
 //! * [`locks`]: helpers for lock-engine tests (clients, probes, event waits, checkers);
 //! * [`outage`]: an outage a client knows of (the fail-fast tests);
 //! * [`postgres`]: [`postgres::PostgresServer`], a private Postgres for the fencing tests;
-//! * [`redisson`]: a test client speaking Redisson's `RLock` protocol.
+//! * [`redisson`]: a test client speaking Redisson's `RLock` protocol;
+//! * [`spans`]: the spans and events of a test binary, captured by a `tracing` layer.
 
 pub mod acl;
 pub mod fault;
@@ -39,3 +40,4 @@ pub mod metrics;
 pub mod outage;
 pub mod postgres;
 pub mod redisson;
+pub mod spans;

@@ -65,6 +65,7 @@ impl LockClientBuilder {
                 max_hold: None,
                 min_replicas: None,
                 holder: HolderConfig::default(),
+                trace_names: false,
                 #[cfg(feature = "cluster")]
                 sharded_pubsub: true,
                 publish: Publish::Plain,
@@ -140,6 +141,20 @@ impl LockClientBuilder {
     /// [`DEFAULT_WAIT`](Self::DEFAULT_WAIT).
     pub fn wait(mut self, wait: Duration) -> Self {
         self.config.wait = Some(wait);
+        self
+    }
+
+    /// Puts each lock's name on its spans, as `distlock.lock.name` (see the operating guide's
+    /// "Tracing"). Names are as many as the things locked (an order id, a user id): a
+    /// tracing backend that indexes attributes pays for each, and a name may carry data
+    /// the traces should not. Without it, spans carry the metrics label
+    /// ([`LockRequest::metrics_label`](crate::LockRequest::metrics_label)), the key template
+    /// the name was made from, as the metrics do.
+    ///
+    /// # Default
+    /// `false`.
+    pub fn trace_lock_names(mut self, on: bool) -> Self {
+        self.config.trace_names = on;
         self
     }
 

@@ -29,6 +29,7 @@ use crate::protocol::kind::mode::LockMode;
 use crate::protocol::kind::WAITER_TTL_MS;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::AcquireReply;
+use crate::trace;
 use crate::transport::waiters::{Subscription, Wake};
 
 /// Pause before retrying a lock that has no TTL (set by someone else without expiry).
@@ -131,6 +132,7 @@ pub(crate) async fn acquire(
                 ttl,
                 extend_at,
                 label: label.clone(),
+                trace_parent: options.trace_parent,
             };
             // The guard exists before the next `.await`: dropped from here on, it releases.
             let guard = LockGuard::granted(&engine, &holds, acquired, scope);
@@ -258,6 +260,7 @@ impl Attempter<'_> {
         // Recorded while queued, for a shutdown to take out of the queue.
         let mut entry = None;
         for attempts in 1u64.. {
+            trace::attempt(attempts);
             if self.holds.is_closed() {
                 if entry.is_some() || redlock {
                     pending.leave().await;
@@ -351,7 +354,10 @@ impl Attempter<'_> {
                     return Ok(taken);
                 }
                 // The claim ran out before this waiter read its grant: wait on.
-                tracing::debug!(lock = %self.name, "a grant's claim ran out before it was read");
+                trace::claim_missed_waiting(trace::Subject {
+                    label: self.label,
+                    name: self.engine.config.trace_names.then_some(self.name),
+                });
                 metrics::claim_missed(self.label);
                 sub.rearm_grant();
                 continue;
@@ -466,6 +472,7 @@ impl Attempter<'_> {
     }
 
     fn trace_acquired(&self, token: u64, started: Instant, attempts: u64, woken: Option<&str>) {
+        trace::handed_over(woken == Some("grant"));
         tracing::debug!(lock = %self.name, owner = %self.owner, token,
             waited = ?started.elapsed(), attempts, woken, "acquired");
     }

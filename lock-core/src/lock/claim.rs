@@ -20,7 +20,6 @@ use crate::lock::engine::Engine;
 use crate::lock::held::Held;
 use crate::lock::time::{drift, later};
 use crate::lock::watchdog;
-use crate::metrics;
 use crate::protocol::calls;
 use crate::protocol::kind::CLAIM_MS;
 use crate::protocol::name::{LockKeys, LockName};
@@ -86,7 +85,7 @@ pub(crate) fn extend_later(held: &Arc<Held>, at: Instant) {
                 let engine = Arc::clone(&held.engine);
                 watchdog::renew(&engine, std::slice::from_ref(&held)).await;
                 if held.is_lost() {
-                    metrics::claim_missed(&held.label);
+                    held.claim_missed();
                 }
             }
         }

@@ -26,6 +26,8 @@ pub(crate) struct Config {
     pub(crate) max_hold: Option<Duration>,
     pub(crate) min_replicas: Option<(usize, Duration)>,
     pub(crate) holder: HolderConfig,
+    /// Lock names as span attributes (`distlock.lock.name`); off: the metrics label only.
+    pub(crate) trace_names: bool,
     /// Sharded pub/sub on a Cluster (ignored elsewhere).
     #[cfg(feature = "cluster")]
     pub(crate) sharded_pubsub: bool,

@@ -16,6 +16,7 @@ use crate::metrics::{self, MetricsLabel};
 use crate::protocol::calls;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::ReleaseReply;
+use crate::trace;
 
 /// One hold of a lock by one owner. Reentrant guards of a scope share it.
 ///
@@ -49,6 +50,11 @@ pub(crate) struct Held {
     ended: CancellationToken,
     lost_reason: OnceLock<&'static str>,
     released: AtomicBool,
+    /// The hold's span (see [`trace`]), taken and closed when the hold ends.
+    span: Mutex<Option<tracing::Span>>,
+    /// Set by a renewal Redis did not answer, cleared by a confirmed one: only the first
+    /// failure of a run is a warning.
+    renewal_failing: AtomicBool,
 }
 
 /// What an acquisition learned, to build a [`Held`] from.
@@ -67,10 +73,20 @@ pub(crate) struct Acquired {
     /// When a claim is extended to the lease, from the background (`None`: not a claim).
     pub(crate) extend_at: Option<Instant>,
     pub(crate) label: MetricsLabel,
+    /// The span the hold's span is a child of (see [`trace`](crate::trace)).
+    pub(crate) trace_parent: tracing::Span,
 }
 
 impl Held {
     pub(crate) fn new(engine: Arc<Engine>, acquired: Acquired) -> Arc<Self> {
+        let span = trace::hold_span(
+            &acquired.trace_parent,
+            &acquired.name,
+            acquired.keys.mode(),
+            &acquired.label,
+            acquired.token,
+            engine.config.trace_names,
+        );
         let held = Arc::new(Self {
             engine,
             name: acquired.name,
@@ -89,6 +105,8 @@ impl Held {
             ended: CancellationToken::new(),
             lost_reason: OnceLock::new(),
             released: AtomicBool::new(false),
+            span: Mutex::new(Some(span)),
+            renewal_failing: AtomicBool::new(false),
         });
         metrics::hold_started(&held.label);
         held
@@ -105,6 +123,25 @@ impl Held {
     /// Drops one hold; true when it was the last.
     pub(crate) fn drop_hold(&self) -> bool {
         self.holds.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// When the grant reached this client.
+    pub(crate) fn granted_at(&self) -> Instant {
+        self.granted_at
+    }
+
+    /// Who this hold's events are about.
+    fn subject(&self) -> trace::Subject<'_> {
+        trace::Subject {
+            label: &self.label,
+            name: self.engine.config.trace_names.then_some(&self.name),
+        }
+    }
+
+    /// The hold's span while the hold lasts; a disabled span after.
+    fn span(&self) -> tracing::Span {
+        let span = self.span.lock().unwrap_or_else(PoisonError::into_inner);
+        span.clone().unwrap_or_else(tracing::Span::none)
     }
 
     fn expires_at(&self) -> Instant {
@@ -126,12 +163,17 @@ impl Held {
         match outcome {
             Renewal::Confirmed(ttl) => {
                 self.confirm(sent_at, ttl);
+                self.renewal_failing.store(false, Ordering::Relaxed);
                 metrics::renewed(&self.label);
                 tracing::trace!(lock = %self.name, ?ttl, "renewed");
             }
             // Counted as lost where the hold ends.
             Renewal::Lost => self.mark_lost(reason),
-            Renewal::Unknown => metrics::renewal_failed(&self.label),
+            Renewal::Unknown => {
+                let first = !self.renewal_failing.swap(true, Ordering::Relaxed);
+                trace::renewal_failed(&self.span(), self.subject(), first);
+                metrics::renewal_failed(&self.label);
+            }
         }
     }
 
@@ -173,16 +215,32 @@ impl Held {
         if self.is_released() || self.lost_reason.set(reason).is_err() {
             return;
         }
-        tracing::warn!(lock = %self.name, owner = %self.owner, reason, "lock lost");
+        trace::lost(&self.span(), self.subject(), reason);
         metrics::lost(&self.label);
         self.record_end();
         self.ended.cancel();
     }
 
-    /// Records the end of the hold in the metrics, once (release, loss or drop).
+    /// A handed-over hold's claim ran out before its client extended it.
+    pub(crate) fn claim_missed(&self) {
+        trace::claim_missed(&self.span(), self.subject());
+        metrics::claim_missed(&self.label);
+    }
+
+    /// Records the end of the hold in the metrics and closes its span, once (release, loss
+    /// or drop).
     fn record_end(&self) {
         if !self.ended_recorded.swap(true, Ordering::AcqRel) {
             metrics::hold_ended(&self.label, self.granted_at.elapsed());
+            let span = self
+                .span
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(span) = span {
+                let lost = self.lost_reason.get().copied();
+                trace::hold_ended(span, lost, self.is_released());
+            }
         }
     }
 

@@ -156,6 +156,7 @@ mod tests {
             ttl: Duration::from_secs(30),
             extend_at: None,
             label: Cow::Borrowed("default"),
+            trace_parent: tracing::Span::none(),
         };
         Held::new(Arc::clone(&client.engine), acquired)
     }

@@ -23,6 +23,9 @@ pub(crate) struct RequestOptions {
     pub(crate) label: MetricsLabel,
     pub(crate) request_id: Option<String>,
     pub(crate) on_lost: OnLost,
+    /// The span the request was awaited in: the parent of its acquisition's and its hold's
+    /// spans (set when the request becomes a future).
+    pub(crate) trace_parent: tracing::Span,
 }
 
 impl RequestOptions {
@@ -34,6 +37,7 @@ impl RequestOptions {
             label: Cow::Borrowed(DEFAULT_LABEL),
             request_id: None,
             on_lost: OnLost::Abort,
+            trace_parent: tracing::Span::none(),
         }
     }
 

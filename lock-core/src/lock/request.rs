@@ -17,6 +17,7 @@ use crate::lock::holds::Holds;
 use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
+use crate::trace;
 
 /// A request for one hold of one name: the lock ([`LockClient::lock`](crate::LockClient::lock)), a side of a
 /// read-write lock ([`LockClient::read_lock`](crate::LockClient::read_lock), [`LockClient::write_lock`](crate::LockClient::write_lock)) or a semaphore's
@@ -130,17 +131,30 @@ impl IntoFuture for LockRequest {
     /// only allocation of taking a lock besides Redis' own, nameable so that middleware can
     /// keep it as a field.
     fn into_future(self) -> Self::IntoFuture {
-        let span = tracing::debug_span!("distlock.acquire", lock = %self.name);
-        // Boxed: the acquisition state machine is large, and callers nest it in their own.
         let Self {
             engine,
             holds,
             name,
             kind,
             permits,
-            options,
+            mut options,
         } = self;
-        let acquisition = acquire::acquire(engine, holds, name, kind, permits, options);
-        Box::pin(acquisition.instrument(span))
+        let traced = async move {
+            // The span current where the request runs (at its first poll, as
+            // `#[instrument]` does): the acquisition's and the hold's spans go under it.
+            options.trace_parent = tracing::Span::current();
+            let names = engine.config.trace_names;
+            let span =
+                trace::acquire_span(&options.trace_parent, &name, kind, &options.label, names);
+            let started = tokio::time::Instant::now();
+            let acquisition = acquire::acquire(engine, holds, name, kind, permits, options);
+            let result = acquisition.instrument(span.clone()).await;
+            // A re-entered hold was granted before this acquisition began.
+            let reentered = matches!(&result, Ok(guard) if guard.held().granted_at() < started);
+            trace::acquire_ended(&span, trace::outcome(&result, reentered), started.elapsed());
+            result
+        };
+        // Boxed: the acquisition state machine is large, and callers nest it in their own.
+        Box::pin(traced)
     }
 }

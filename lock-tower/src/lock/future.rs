@@ -57,6 +57,8 @@ pin_project! {
         Acquiring {
             #[pin]
             acquire: InScope<Acquisition>,
+            // When the acquisition began: its wait goes on the request's span.
+            started: Instant,
             scope: OwnerScope,
             service: S,
             request: Request<ReqBody>,
@@ -147,6 +149,7 @@ where
                     let acquire = scope.clone().enter(lock.into_future());
                     state.set(State::Acquiring {
                         acquire,
+                        started: Instant::now(),
                         scope,
                         service,
                         request,
@@ -154,8 +157,11 @@ where
                         grpc,
                     });
                 }
-                StateProj::Acquiring { acquire, .. } => {
+                StateProj::Acquiring {
+                    acquire, started, ..
+                } => {
                     let acquired = ready!(acquire.poll(cx));
+                    super::trace::acquired(&acquired, started.elapsed());
                     let StateOwn::Acquiring {
                         scope,
                         mut service,

@@ -267,6 +267,33 @@
 //! *outside* this one (before it in a `ServiceBuilder`, whose first layer is the outermost),
 //! where they bound the waiting requests too, or keep the wait short.
 //!
+//! # Tracing
+//!
+//! lock-core's spans (`distlock.acquire`, then `distlock.hold`; see lock-core's operating
+//! guide, "Tracing") are children of the span current where the acquisition runs: under
+//! tower-http's `TraceLayer` or any layer that enters a span per request, the request's span,
+//! with nothing to set up. The layer also records the outcome on the request span itself —
+//! into the fields `distlock.acquire.outcome` (`acquired`, `timeout`, `unavailable`,
+//! `error`) and `distlock.acquire.wait_duration` (seconds), when the span declares them
+//! (`tracing` fills only declared fields) — and logs it at `debug` as
+//! `distlock.layer.acquired`. For tower-http, declare them in `make_span_with`:
+//!
+//! ```
+//! use tracing::field::Empty;
+//!
+//! // `TraceLayer::new_for_http().make_span_with(request_span)`
+//! fn request_span<B>(request: &http::Request<B>) -> tracing::Span {
+//!     tracing::info_span!(
+//!         "request",
+//!         http.request.method = %request.method(),
+//!         url.path = request.uri().path(),
+//!         distlock.acquire.outcome = Empty,
+//!         distlock.acquire.wait_duration = Empty,
+//!     )
+//! }
+//! # let _ = request_span::<()>;
+//! ```
+//!
 //! # Cost
 //!
 //! [`ResponseFuture`] is a state machine (acquiring →
@@ -310,6 +337,7 @@ pub(crate) mod config;
 mod future;
 mod layer;
 mod service;
+mod trace;
 
 pub use builder::LockLayerBuilder;
 pub use config::OutagePolicy;

@@ -7,4 +7,6 @@
 mod no_redis;
 mod ops_inspect;
 mod ops_metrics;
+mod ops_otel;
+mod ops_spans;
 mod oversell_demo;

@@ -99,6 +99,7 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
             ttl: r.lease,
             extend_at: None,
             label: r.label.clone(),
+            trace_parent: tracing::Span::current(),
         };
         metrics::acquisition(&r.label, Ok(()), started.elapsed(), false);
         LockGuard::granted(&r.engine, &r.holds, acquired, r.scope.clone())
