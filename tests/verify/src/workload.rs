@@ -145,6 +145,16 @@ async fn task_loop(ctx: Arc<Ctx>, mut registers: Registers, task: u32) {
             return;
         }
         one_op(&ctx, &mut registers, &mut rng, ctx.next_op()).await;
+        pause_while_down(&ctx).await;
+    }
+}
+
+/// While the client knows Redis is down its calls are refused at once: a task then pauses
+/// between operations, as a service retrying would, instead of spinning through refusals
+/// (millions of operations in an outage, each kept by the history and the checkers).
+async fn pause_while_down(ctx: &Ctx) {
+    if !ctx.client.is_reachable() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -162,6 +172,7 @@ async fn extras_loop(ctx: Arc<Ctx>, mut registers: Registers) {
         } else {
             idempotency::attempt(&ctx, &mut registers, &mut rng, op).await;
         }
+        pause_while_down(&ctx).await;
     }
 }
 
