@@ -16,6 +16,7 @@ use std::time::Duration;
 use distlock_tests::fault::holder::HolderProcess;
 use distlock_tests::fault::lock_url::{self, plain_query};
 use distlock_tests::locks::{lock_key, GENEROUS};
+use distlock_tests::sentinel::{RedisSentinels, SERVICE};
 use distlock_tests::{RedisCluster, RedisServer};
 use lock_core::{LockClient, LockGuard, LockRequest};
 use tokio::time::Instant;
@@ -122,7 +123,9 @@ fn client(word: &str) -> LockClient {
 }
 
 /// One trial: the time from the release of the test's hold to the live waiter's grant.
-async fn trial(word: &str, kind: Kind, kill: Option<Kill>, n: usize) -> Duration {
+/// `word` is the clients' topology, `query` where the test reads the lock's keys (the same
+/// but for Sentinel, whose master is read by its URL).
+async fn trial(word: &str, query: &str, kind: Kind, kill: Option<Kill>, n: usize) -> Duration {
     let base = format!("dw_{kind:?}_{kill:?}_{n}_");
     let name = format!("{base}0");
     let (holder, live) = (client(word), client(word));
@@ -142,7 +145,7 @@ async fn trial(word: &str, kind: Kind, kill: Option<Kill>, n: usize) -> Duration
     args.extend(kind.mode().iter().map(|m| (*m).to_owned()));
     let mut dying = HolderProcess::spawn(HOLDER, &args);
     let queue = kind.queue(&name);
-    wait_queued(word, &queue, 1).await;
+    wait_queued(query, &queue, 1).await;
     let waiting = tokio::spawn({
         let request = kind.live_waiter(&live, &name);
         async move {
@@ -150,7 +153,7 @@ async fn trial(word: &str, kind: Kind, kill: Option<Kill>, n: usize) -> Duration
             (Instant::now(), guard)
         }
     });
-    wait_queued(word, &queue, 2).await;
+    wait_queued(query, &queue, 2).await;
     match kill {
         Some(Kill::JustQueued) => dying.kill().await,
         Some(Kill::LongWait) => {
@@ -167,7 +170,7 @@ async fn trial(word: &str, kind: Kind, kill: Option<Kill>, n: usize) -> Duration
         None => {
             // The control: the waiter took its grant and extended it, then dies.
             dying.expect("HELD", GENEROUS).await;
-            wait_extended(word, &name, kind).await;
+            wait_extended(query, &name, kind).await;
             dying.kill().await;
         }
         _ => {}
@@ -207,13 +210,13 @@ fn trials() -> usize {
 
 /// Runs every kind × kill point `trials()` times on `word`, checks each against [`BOUND`]
 /// and prints the p50 and max of each.
-async fn every_kind_and_kill_point(word: &str, topology: &str, kills: &[Kill]) {
+async fn every_kind_and_kill_point(word: &str, query: &str, topology: &str, kills: &[Kill]) {
     let mut over = Vec::new();
     for kind in Kind::ALL {
         for &kill in kills {
             let mut gaps = Vec::new();
             for n in 0..trials() {
-                gaps.push(trial(word, kind, Some(kill), n).await);
+                gaps.push(trial(word, query, kind, Some(kill), n).await);
             }
             gaps.sort();
             let max = *gaps.last().expect("one trial at least");
@@ -235,7 +238,8 @@ async fn every_kind_and_kill_point(word: &str, topology: &str, kills: &[Kill]) {
 async fn a_dead_waiter_never_blocks_the_name_for_a_lease() {
     let server = RedisServer::start();
     let kills = [Kill::JustQueued, Kill::LongWait, Kill::GrantInFlight];
-    every_kind_and_kill_point(&server.url(), "server", &kills).await;
+    let url = server.url();
+    every_kind_and_kill_point(&url, &url, "server", &kills).await;
 }
 
 /// The same on a Cluster (sharded pub/sub counts the waiter's subscription on the lock's
@@ -244,7 +248,18 @@ async fn a_dead_waiter_never_blocks_the_name_for_a_lease() {
 async fn a_dead_waiter_never_blocks_a_cluster_name_for_a_lease() {
     let cluster = RedisCluster::start(3, 0);
     let word = lock_url::cluster(&cluster.seed_urls());
-    every_kind_and_kill_point(&word, "cluster", &[Kill::JustQueued, Kill::GrantInFlight]).await;
+    let kills = [Kill::JustQueued, Kill::GrantInFlight];
+    every_kind_and_kill_point(&word, &word, "cluster", &kills).await;
+}
+
+/// The same through Sentinel (the master it names; plain pub/sub there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_never_blocks_a_sentinel_name_for_a_lease() {
+    let set = RedisSentinels::start();
+    let word = lock_url::sentinel(SERVICE, &set.sentinel_urls());
+    let master = format!("redis://127.0.0.1:{}", set.master_port().expect("a master"));
+    let kills = [Kill::JustQueued, Kill::GrantInFlight];
+    every_kind_and_kill_point(&word, &master, "sentinel", &kills).await;
 }
 
 /// Control: a waiter that read and extended its grant, then died, is a dead holder and
@@ -252,7 +267,8 @@ async fn a_dead_waiter_never_blocks_a_cluster_name_for_a_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_a_dead_holder_blocks_for_its_lease() {
     let server = RedisServer::start();
-    let gap = trial(&server.url(), Kind::Exclusive, None, 0).await;
+    let url = server.url();
+    let gap = trial(&url, &url, Kind::Exclusive, None, 0).await;
     println!("dead holder (control): {gap:?}");
     assert!(
         gap > BOUND,
