@@ -1,7 +1,7 @@
 //! The `dead-grant` control: a hand-off to a dead waiter keeps the name for a whole lease,
 //! as grants did before they carried a short claim. The waiter-kill fault registers each
 //! client just before it kills it, with the names its operations wait for; from then on,
-//! for [`WATCH`], whenever an owner of that client turns up in the lock of one of those
+//! for `WATCH`, whenever an owner of that client turns up in the lock of one of those
 //! names, and was not in it at the registration, the control sets the lock's TTL to
 //! [`LEASE`] once — what the old grant's `PEXPIRE` to the waiter's own lease did —
 //! and nobody renews it. The hand-off checker must fire.
@@ -95,8 +95,8 @@ impl std::fmt::Debug for DeadGrant {
 
 impl DeadGrant {
     /// Connects to the lock servers (`word` as `fault::lock_url` spells them: one server's
-    /// URL, or `cluster:<seeds>` from `lock_url::cluster`) and reads the locks every [`POLL`] until `until` +
-    /// [`WATCH`].
+    /// URL, or `cluster:<seeds>` from `lock_url::cluster`) and reads the locks every `POLL` until `until` +
+    /// `WATCH`.
     ///
     /// # Errors
     /// When the servers cannot be reached.

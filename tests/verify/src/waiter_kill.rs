@@ -3,7 +3,7 @@
 //! more), or the moment the name's holder in another process sends its release, so that
 //! the hand-off meets the kill. The victims are found in the client histories as they are
 //! written ([`Tail`]). Every random choice is drawn before the search, so the seed fixes the
-//! schedule's draws whatever the timing; a search that finds no victim within [`SEARCH`]
+//! schedule's draws whatever the timing; a search that finds no victim within `SEARCH`
 //! kills nobody. Under the `dead-grant` control every kill is at a hand-off.
 
 use std::path::Path;
