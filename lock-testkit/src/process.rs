@@ -8,8 +8,7 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use rustix::process::{kill_process, Pid, Signal};
 
 /// How many log lines we keep for error messages.
 const LOG_LINES: usize = 200;
@@ -175,9 +174,9 @@ impl Proc {
     /// Sends `sig` to the process.
     pub(crate) fn signal(&self, sig: Signal) {
         // The child is not reaped until we wait() on it, so the pid can't be reused.
-        let pid = Pid::from_raw(self.child.id() as i32);
-        if let Err(e) = kill(pid, sig) {
-            panic!("sending {sig} to redis-server pid {pid}: {e}");
+        let pid = Pid::from_child(&self.child);
+        if let Err(e) = kill_process(pid, sig) {
+            panic!("sending {sig:?} to redis-server pid {pid:?}: {e}");
         }
     }
 
@@ -190,9 +189,9 @@ impl Proc {
 
     /// SIGTERM (graceful), falling back to SIGKILL after `grace`; then reap.
     pub(crate) fn terminate(&mut self, grace: Duration) {
-        self.signal(Signal::SIGTERM);
+        self.signal(Signal::TERM);
         // A paused server would never handle SIGTERM.
-        self.signal(Signal::SIGCONT);
+        self.signal(Signal::CONT);
         let exited = self.log.wait(Instant::now() + grace, |st| st.closed).closed;
         if !exited {
             let _ = self.child.kill();

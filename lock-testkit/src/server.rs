@@ -10,9 +10,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
+use rustix::process::Signal;
 
 use crate::builder::RedisServerBuilder;
 use crate::error::StartError;
@@ -190,7 +190,7 @@ impl RedisServer {
     /// If the server is not running.
     pub fn pause(&self) {
         let proc = self.running("pause");
-        proc.signal(Signal::SIGSTOP);
+        proc.signal(Signal::STOP);
         proc.wait_stopped(START_TIMEOUT);
     }
 
@@ -199,7 +199,7 @@ impl RedisServer {
     /// # Panics
     /// If the server is not running.
     pub fn resume(&self) {
-        self.running("resume").signal(Signal::SIGCONT);
+        self.running("resume").signal(Signal::CONT);
     }
 
     fn running(&self, what: &str) -> &Proc {

@@ -4,9 +4,9 @@ use std::net::TcpListener;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::unistd::Pid;
 use redis::AsyncCommands;
+use rustix::io::Errno;
+use rustix::process::{test_kill_process, Pid};
 
 use super::*;
 use crate::process::Proc;
@@ -155,8 +155,8 @@ fn drop_kills_process_and_removes_dir_even_on_panic() {
     assert!(!dir.exists(), "{} still exists", dir.display());
     // Drop reaped the child, so the pid no longer exists.
     assert_eq!(
-        nix::sys::signal::kill(Pid::from_raw(pid as i32), None),
-        Err(Errno::ESRCH)
+        test_kill_process(Pid::from_raw(pid as i32).expect("a child's pid is positive")),
+        Err(Errno::SRCH)
     );
     assert!(std::net::TcpStream::connect(addr).is_err());
 }

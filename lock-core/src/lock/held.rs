@@ -272,8 +272,8 @@ impl Held {
     ///
     /// # Errors
     /// [`LockError::NotHeld`] when a quorum of the nodes no longer had this hold (under
-    /// Redlock another owner may have held a majority meanwhile), or none that answered had
-    /// it; the Redis error when none answered.
+    /// Redlock another owner may have held a majority meanwhile); the Redis error when
+    /// fewer than a quorum answered and none of them had it (the outcome is unknown).
     pub(crate) async fn release_in_redis(self: Arc<Self>) -> Result<(), LockError> {
         if !self.end_locally() {
             return Ok(());
@@ -307,10 +307,22 @@ impl Held {
         let held_for = self.granted_at.elapsed();
         tracing::debug!(lock = %self.name, owner = %self.owner, ?held_for, "released");
         let (held, gone) = (count(&answers, true), count(&answers, false));
-        if held > 0 && gone < quorum {
+        let not_held = || LockError::NotHeld {
+            name: self.name.clone(),
+        };
+        if gone >= quorum {
+            return Err(not_held());
+        }
+        if held > 0 {
             return Ok(());
         }
-        Err(self.not_released(answers))
+        // No node that answered had it, but too few answered to know it was lost (under
+        // Redlock, a slow majority and one answer from a node the acquisition never
+        // reached): the outcome is unknown, so say why, not `NotHeld`.
+        Err(answers
+            .into_iter()
+            .find_map(Result::err)
+            .unwrap_or_else(not_held))
     }
 
     /// Why an owner-checked ending of this hold found nothing: [`LockError::NotHeld`] if any

@@ -356,10 +356,13 @@ async fn the_keep_alive_ping_keeps_the_pubsub_connection() {
     .await;
     let before = pubsub_ids(conn.clone()).await;
     tokio::time::sleep(Duration::from_secs(7)).await;
-    assert_eq!(
-        pubsub_ids(conn.clone()).await,
-        before,
-        "the pub/sub connection was made again"
+    // A connection made again has a new id and its old one is gone. (A new id beside the old
+    // ones is another connection: the holder's revocation listener, late on a busy machine.)
+    let after = pubsub_ids(conn.clone()).await;
+    let gone: Vec<_> = before.iter().filter(|id| !after.contains(id)).collect();
+    assert!(
+        gone.is_empty(),
+        "the pub/sub connection was made again: {gone:?} gone, now {after:?}"
     );
     held.release().await.unwrap();
     waiting.await.unwrap().unwrap().release().await.unwrap();

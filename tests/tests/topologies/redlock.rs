@@ -156,6 +156,48 @@ async fn release_of_a_hold_left_on_a_minority_is_not_held() {
     taken.release().await.unwrap();
 }
 
+/// A release that fewer than a majority answer, none of them holding it, does not know the
+/// hold was lost: it answers the nodes' failure, not `NotHeld` (found by
+/// `fault_redlock` on a busy machine: a slow majority and one answer from a node the
+/// acquisition never reached made a release say the hold had been taken over). Control: the
+/// same hold with the two nodes answering releases `Ok`.
+#[tokio::test]
+async fn release_that_too_few_nodes_answer_is_unknown_not_lost() {
+    let nodes = servers(3);
+    let locks = redlock(&nodes);
+    for (name, paused) in [("few_answer", true), ("few_answer_control", false)] {
+        let guard = locks.lock(name).await.unwrap();
+        for node in &nodes {
+            let conn = node.conn().await;
+            wait_until("the hold reached every node", GENEROUS, || {
+                let mut conn = conn.clone();
+                async move { exists(&mut conn, &lock_key(name)).await }
+            })
+            .await;
+        }
+        // One node lost the hold (as one the acquisition never reached); the two that have
+        // it answer nothing.
+        let mut conn = nodes[0].conn().await;
+        let _: () = conn.del(lock_key(name)).await.unwrap();
+        if paused {
+            nodes[1].pause();
+            nodes[2].pause();
+        }
+        let released = guard.release().await;
+        if paused {
+            nodes[1].resume();
+            nodes[2].resume();
+            let error = released.expect_err("two of three nodes did not answer");
+            assert!(
+                error.is_unavailable(),
+                "a release one node answered without the hold: {error:?}"
+            );
+        } else {
+            released.expect("the two nodes that have the hold release it");
+        }
+    }
+}
+
 /// A majority down: a bounded, typed failure, and no partial keys left on the live node.
 #[tokio::test]
 async fn majority_down_fails_bounded_and_clean() {
