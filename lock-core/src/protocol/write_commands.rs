@@ -90,7 +90,6 @@ pub(crate) fn guarded_write(
         );
     }
     let mode = keys.mode().letter();
-    let token = token.to_string();
     let mut words: Vec<Vec<u8>> = Vec::new();
     let mut written: Vec<Vec<u8>> = Vec::new();
     let mut count = 0_usize;
@@ -132,7 +131,8 @@ pub(crate) fn guarded_write(
     let count = count.to_string();
     let mut head = vec![
         Arg::Str(owner),
-        Arg::Str(&token),
+        // The token as COMPLETE sends it: its decimal text, which `is_current` compares.
+        Arg::Int(token),
         Arg::Str(mode),
         Arg::Str(&count),
     ];

@@ -60,9 +60,8 @@ local LIVE_BASE = 9000000000000000
 local WAITER_TTL_MIN = 6000
 local CLAIM_MS = 1500
 
--- What the functions that end a hold answer (lock-core reads them as `ReleaseReply`), one
--- meaning each: the caller held nothing (or not with its token), the hold ended and its
--- release was published, a reentrant hold remains, the name was handed to waiters.
+-- What the functions that end a hold answer, one meaning each across functions (documented
+-- once, with lock-core's `ReleaseReply`, in protocol/replies.rs).
 local REPLY = {NOT_HELD = 0, RELEASED = 1, STILL_HELD = 2, HANDED_OVER = 3}
 
 -- True while a call runs as a Cluster variant (see `guarded`): there plain PUBLISH answers
@@ -71,7 +70,7 @@ local REPLY = {NOT_HELD = 0, RELEASED = 1, STILL_HELD = 2, HANDED_OVER = 3}
 local on_cluster = false
 
 ------------------------------------------------------------------------------------------
--- Shared helpers
+-- Shared helpers: the clock, holder records and fencing tokens.
 
 -- Milliseconds of a TIME reply.
 local function ms_of(t)
