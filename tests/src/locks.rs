@@ -139,16 +139,36 @@ pub async fn library_loads(conn: &mut MultiplexedConnection) -> u64 {
     calls.get("function|load").copied().unwrap_or(0)
 }
 
+/// The name of this client's library, which carries its version.
+pub const LIBRARY_NAME: &str = "distlock_3";
+
 /// True when the server has distlock's library, of this client's version.
 pub async fn has_library(conn: &mut MultiplexedConnection) -> bool {
     let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
         .arg("LIST")
         .arg("LIBRARYNAME")
-        .arg("distlock_2")
+        .arg(LIBRARY_NAME)
         .query_async(conn)
         .await
         .expect("FUNCTION LIST");
     !libraries.is_empty()
+}
+
+/// The text of this client's library as the server has it (a call loads it first).
+pub async fn library_code(conn: &mut MultiplexedConnection) -> String {
+    let listing: Vec<Vec<redis::Value>> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg(LIBRARY_NAME)
+        .arg("WITHCODE")
+        .query_async(conn)
+        .await
+        .expect("FUNCTION LIST");
+    let library = listing.first().expect("the library is loaded");
+    let at = (library.chunks(2))
+        .find(|pair| matches!(&pair[0], redis::Value::BulkString(k) if k == b"library_code"))
+        .expect("its code");
+    redis::FromRedisValue::from_redis_value(at[1].clone()).expect("text")
 }
 
 /// Function calls (`FCALL`, `FCALL_RO`) since [`reset_stats`] (`None`: none), with the

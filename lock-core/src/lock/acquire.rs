@@ -273,7 +273,7 @@ impl Attempter<'_> {
             }
             let sent_at = Instant::now();
             // Queued only once subscribed: Redis skips a queued waiter whose client does not
-            // hear its grant (see `library.lua`), and the first attempt of a client not yet
+            // hear its grant (see `library/queue.lua`), and the first attempt of a client not yet
             // listening on this lock comes before its subscription.
             let queue_for = if subscription.is_some() {
                 waiter_ttl

@@ -1,5 +1,5 @@
 //! A hand-off's claim: a hold granted by message lives a short claim in Redis
-//! ([`CLAIM`], `CLAIM_MS` in `library.lua`), not the waiter's lease, until its client extends
+//! ([`CLAIM`], `CLAIM_MS` in `library/common.lua`), not the waiter's lease, until its client extends
 //! it. A waiter that died after it queued, or while its grant travelled, so blocks the name
 //! for a claim; a live one extends the claim to its lease (one RENEW) before its local share
 //! of the claim runs low.

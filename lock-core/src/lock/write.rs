@@ -9,8 +9,8 @@ use crate::lock::guard::LockGuard;
 use crate::lock::held::Held;
 use crate::lock::scope::LockInfo;
 #[cfg(feature = "cluster")]
-use crate::protocol::guarded::SameSlot;
-use crate::protocol::guarded::{guarded_write, GuardedReply};
+use crate::protocol::write_commands::SameSlot;
+use crate::protocol::write_commands::{guarded_write, GuardedReply};
 
 impl LockGuard {
     /// Runs `commands` in one atomic call **if and only if this hold is still the current

@@ -1,5 +1,5 @@
 //! The calls of one lock's operations: each builds its function's keys and arguments in one
-//! place, in the order the function's first lines name them (see `library.lua`), and picks
+//! place, in the order the function's first lines name them (see `library/`), and picks
 //! the function of the lock's kind.
 
 use std::time::Duration;
@@ -10,7 +10,7 @@ use crate::protocol::library::Function;
 use crate::protocol::messages::Publish;
 use crate::protocol::name::LockKeys;
 use crate::protocol::replies::{
-    AcquireReply, ForceReleaseReply, InspectReply, MultiAcquireReply, ReleaseReply, RenewReply,
+    AcquireReply, InspectReply, MultiAcquireReply, ReleaseReply, RenewReply,
 };
 
 /// A call of `function` on the lock `keys` (its kind's keys, in their order).
@@ -122,7 +122,7 @@ pub(crate) fn fence_floor(keys: &LockKeys, token: u64, lease: Duration) -> Call<
 }
 
 /// A FORCE_RELEASE call of the keys' kind.
-pub(crate) fn force_release(keys: &LockKeys, publish: Publish) -> Call<ForceReleaseReply> {
+pub(crate) fn force_release(keys: &LockKeys, publish: Publish) -> Call<ReleaseReply> {
     let function = match keys.mode() {
         LockMode::Exclusive => Function::ForceRelease,
         LockMode::Read | LockMode::Write => Function::RwForceRelease,
@@ -143,7 +143,7 @@ pub(crate) fn inspect(keys: &LockKeys) -> Call<InspectReply> {
 }
 
 /// A RENEW call for `(keys, owner, lease)` of each lock (all of one slot): the lock keys,
-/// then each lock's owner, lease and its kind's renewal code.
+/// then each lock's owner, lease and its kind's letter.
 pub(crate) fn renew<'a, I>(locks: I) -> Call<RenewReply>
 where
     I: IntoIterator<Item = (&'a LockKeys, &'a str, Duration)>,
@@ -157,13 +157,8 @@ where
     let keys = locks.clone().map(|(keys, _, _)| ("", keys.lock()));
     let args: Vec<Arg<'_>> = locks
         .flat_map(|(keys, owner, lease)| {
-            let code = match keys.mode() {
-                LockMode::Exclusive => "x",
-                LockMode::Write => "w",
-                LockMode::Read => "r",
-                LockMode::Permit => "s",
-            };
-            [Arg::Str(owner), Arg::Int(millis(lease)), Arg::Str(code)]
+            let letter = keys.mode().letter();
+            [Arg::Str(owner), Arg::Int(millis(lease)), Arg::Str(letter)]
         })
         .collect();
     Call::new(Function::Renew, sharded, keys, &args)
@@ -199,7 +194,7 @@ mod tests {
             call.words(),
             [
                 &b"FCALL"[..],
-                b"distlock_2_touch",
+                b"distlock_3_touch",
                 b"3",
                 b"p:k",
                 b"distlock__wait:{p:k}",
@@ -213,7 +208,7 @@ mod tests {
             inspect.words(),
             [
                 &b"FCALL_RO"[..],
-                b"distlock_2_inspect",
+                b"distlock_3_inspect",
                 b"2",
                 b"p:k",
                 b"distlock__semwait:{p:k}"
@@ -229,15 +224,15 @@ mod tests {
         let name = |call: &Call<i64>| call.words()[1].to_vec();
         assert_eq!(
             name(&touch(&plain, "u:1", Duration::ZERO)),
-            b"distlock_2_touch"
+            b"distlock_3_touch"
         );
         assert_eq!(
             name(&touch(&sharded, "u:1", Duration::ZERO)),
-            b"distlock_2_touch_cluster"
+            b"distlock_3_touch_cluster"
         );
         let renewed = |keys: &LockKeys| renew([(keys, "u:1", Duration::ZERO)]).words()[1].to_vec();
-        assert_eq!(renewed(&plain), b"distlock_2_renew");
-        assert_eq!(renewed(&sharded), b"distlock_2_renew_cluster");
+        assert_eq!(renewed(&plain), b"distlock_3_renew");
+        assert_eq!(renewed(&sharded), b"distlock_3_renew_cluster");
     }
 
     /// A release that is not leaving the queue sends no metadata: nil in Lua.
@@ -264,6 +259,6 @@ mod tests {
             1,
         );
         assert_eq!(call.words().last(), Some(&&b"read"[..]));
-        assert_eq!(call.words()[1], b"distlock_2_rw_acquire");
+        assert_eq!(call.words()[1], b"distlock_3_rw_acquire");
     }
 }

@@ -1,6 +1,6 @@
 //! The call that ends an idempotent request: it stores the request's record and releases
 //! its in-flight hold in one step, only while the hold is current (`complete` in
-//! `library.lua`).
+//! `library/complete.lua`).
 
 use std::time::Duration;
 
@@ -9,6 +9,7 @@ use crate::protocol::calls::millis;
 use crate::protocol::library::Function;
 use crate::protocol::messages::Publish;
 use crate::protocol::name::LockKeys;
+use crate::protocol::replies::ReleaseReply;
 
 /// What COMPLETE did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,10 +21,13 @@ pub(crate) enum Completed {
 }
 
 impl redis::FromRedisValue for Completed {
+    /// [`ReleaseReply::NotHeld`] when the hold was not current, else how it ended.
     fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
-        Ok(match i64::from_redis_value(v)? {
-            0 => Self::NotCurrent,
-            _ => Self::Stored,
+        Ok(match ReleaseReply::from_redis_value(v)? {
+            ReleaseReply::NotHeld => Self::NotCurrent,
+            ReleaseReply::Released | ReleaseReply::StillHeld | ReleaseReply::HandedOver => {
+                Self::Stored
+            }
         })
     }
 }

@@ -1,6 +1,6 @@
 //! Holder metadata: who holds a lock, recorded at acquisition for operators.
 //!
-//! Each acquisition writes the field `distlock:holder` (`HOLDER_FIELD` in `library.lua`;
+//! Each acquisition writes the field `distlock:holder` (`HOLDER_FIELD` in `library/common.lua`;
 //! never an owner id: those are `<uuid>:<n>`) of the lock's hash in the same call
 //! that takes the lock (no extra round trip, no key of its own): the hold's fencing token,
 //! the owner, and the service name, host, process id and an optional request id. The

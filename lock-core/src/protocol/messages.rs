@@ -1,7 +1,7 @@
 //! What the library's functions publish on a lock's release channel, how, and reading it
 //! back.
 //!
-//! `library.lua` has the same constants (the protocol tests compare them).
+//! `library/common.lua` has the same constants (the protocol tests compare them).
 
 /// The prefix of a grant message; the rest is `<owner>:<token>`. Published on distlock's
 /// grants channel only, never on a channel Redisson reads (it decodes those as numbers).

@@ -1,8 +1,8 @@
 //! The on-Redis protocol, in one place: lock names and the keys derived from them
 //! ([`name`], [`template`]), the kinds of hold ([`kind`]), the Redis Functions library
-//! that runs every operation (`library.lua`, named in [`library`]), one call of it
-//! ([`call`]) and the calls of each operation ([`calls`], [`fleet`], [`complete`],
-//! [`guarded`]), what
+//! that runs every operation (its Lua files joined and its functions named in [`library`]),
+//! one call of it ([`call`]) and the calls of each operation ([`calls`], [`fleet`],
+//! [`complete`], [`write_commands`]), what
 //! they answer ([`replies`]), the messages on a lock's channel ([`messages`]), and the
 //! holder record ([`holder`]).
 //!
@@ -48,12 +48,25 @@
 //! own lease and holder record (owners never contain `|`; only the first two count, and a
 //! member without metadata is accepted). Every function touches only keys of one lock, all in
 //! one slot (see [`LockKeys`](name::LockKeys)).
+//!
+//! # How to add a function to the protocol
+//!
+//! 1. Write it as a `local function` in its kind's file under `library/` (a new file goes
+//!    into [`LIBRARY`](library::LIBRARY)'s `concat!`, below the files it uses). It reads its
+//!    keys and arguments by name in its first lines and answers a shape stated above it
+//!    (a hold's end answers a `REPLY` code).
+//! 2. Add its line to the table in `functions!` ([`library`]): its variant, its Lua
+//!    function, and whether it only reads, may run under OOM, fails fast and has a Cluster
+//!    variant. The [`Function`](library::Function) variant, its name and its registration
+//!    come from that line; bump the version in `library!` and pin the new digest.
+//! 3. Build its call (keys and arguments in the function's order) in [`calls`], or in the
+//!    module of its feature ([`fleet`], [`complete`], [`write_commands`]).
+//! 4. Read its answer into a type in [`replies`] (or beside its call).
 
 pub(crate) mod call;
 pub(crate) mod calls;
 pub(crate) mod complete;
 pub(crate) mod fleet;
-pub(crate) mod guarded;
 pub(crate) mod holder;
 pub(crate) mod kind;
 pub(crate) mod library;
@@ -61,3 +74,4 @@ pub(crate) mod messages;
 pub(crate) mod name;
 pub(crate) mod replies;
 pub(crate) mod template;
+pub(crate) mod write_commands;

@@ -121,7 +121,7 @@ pub(crate) struct LockKeys {
     /// tokens are greater. One server, a Cluster or Sentinel: three keys.
     fenced: bool,
     /// Cluster only: the functions first check that the lock's slot is not being migrated to
-    /// another node (see `migrating` in `library.lua`).
+    /// another node (see `migrating` in `library/register.lua`).
     sharded: bool,
 }
 

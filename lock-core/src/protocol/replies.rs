@@ -1,5 +1,21 @@
 //! What each function answers, read once, here: the rest of the crate sees these types and
-//! never indexes an answer by position. The shapes are stated above each function in `library.lua`.
+//! never indexes an answer by position. The shapes are stated above each function in its
+//! file under `library/`.
+//!
+//! Every function that ends a hold answers one of four codes, one meaning each across
+//! functions (`REPLY` in `library/common.lua`, [`ReleaseReply`] here; the library's tests
+//! compare the two):
+//!
+//! | code | `REPLY.` | [`ReleaseReply`] | meaning |
+//! | --- | --- | --- | --- |
+//! | 0 | `NOT_HELD` | `NotHeld` | the caller held nothing — or, for COMPLETE, not with its token; for a FORCE_RELEASE, there was no lock. Nothing was released. |
+//! | 1 | `RELEASED` | `Released` | the hold ended and its release was published (or, for a read-write lock, other holds remain) |
+//! | 2 | `STILL_HELD` | `StillHeld` | a reentrant hold remains (Redisson clients) |
+//! | 3 | `HANDED_OVER` | `HandedOver` | the hold ended and the name was handed to waiters |
+//!
+//! RELEASE, RW_RELEASE, SEM_RELEASE, the three FORCE_RELEASEs and COMPLETE answer them
+//! (a semaphore's and the force releases never `StillHeld`; the shared kinds' force
+//! releases never `HandedOver`: their waiters retry at once).
 
 use std::time::Duration;
 
@@ -73,64 +89,46 @@ impl FromRedisValue for MultiAcquireReply {
     }
 }
 
-/// The answer to RELEASE.
+/// The answer of a function that ends a hold (the codes are in the module's docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ReleaseReply {
-    /// The owner held nothing (it only left the queue).
-    NotHeld,
-    /// The lock was deleted and the release published.
-    Released,
+    /// The owner held nothing (it only left the queue), or not with its token; no lock to
+    /// force.
+    NotHeld = 0,
+    /// The hold ended and the release was published.
+    Released = 1,
     /// A reentrant hold remains (Redisson clients).
-    StillHeld,
-    /// The lock was handed to the next waiter.
-    HandedOver,
+    StillHeld = 2,
+    /// The name was handed to the next waiters.
+    HandedOver = 3,
 }
 
 impl ReleaseReply {
-    /// True when the owner held the lock.
+    /// Every answer, in code order.
+    pub(crate) const ALL: [Self; 4] = [
+        Self::NotHeld,
+        Self::Released,
+        Self::StillHeld,
+        Self::HandedOver,
+    ];
+
+    /// True when the owner held the lock (for a forced release: when there was a lock).
     pub(crate) fn was_held(self) -> bool {
         self != Self::NotHeld
+    }
+
+    /// Its code, as the library answers it.
+    pub(crate) fn code(self) -> i64 {
+        self as i64
     }
 }
 
 impl FromRedisValue for ReleaseReply {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
-        match i64::from_redis_value(v)? {
-            0 => Ok(Self::NotHeld),
-            1 => Ok(Self::Released),
-            2 => Ok(Self::StillHeld),
-            3 => Ok(Self::HandedOver),
-            n => Err(format!("RELEASE answered {n}").into()),
-        }
-    }
-}
-
-/// The answer to FORCE_RELEASE.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ForceReleaseReply {
-    /// There was no lock.
-    NoLock,
-    /// The lock was deleted and the release published.
-    Released,
-    /// The lock was deleted and handed to a waiter.
-    HandedOver,
-}
-
-impl ForceReleaseReply {
-    /// True when there was a lock to delete.
-    pub(crate) fn was_held(self) -> bool {
-        self != Self::NoLock
-    }
-}
-
-impl FromRedisValue for ForceReleaseReply {
-    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
-        match i64::from_redis_value(v)? {
-            0 => Ok(Self::NoLock),
-            1 => Ok(Self::Released),
-            2 => Ok(Self::HandedOver),
-            n => Err(format!("FORCE_RELEASE answered {n}").into()),
-        }
+        let code = i64::from_redis_value(v)?;
+        (Self::ALL.into_iter())
+            .find(|reply| reply.code() == code)
+            .ok_or_else(|| format!("a release answered {code}").into())
     }
 }
 
@@ -289,8 +287,6 @@ mod tests {
         assert_eq!(read(3).unwrap(), ReleaseReply::HandedOver);
         assert!(read(2).unwrap().was_held() && !read(0).unwrap().was_held());
         assert!(read(4).is_err());
-        let force = |n| ForceReleaseReply::from_redis_value(Value::Int(n)).unwrap();
-        assert!(!force(0).was_held() && force(1).was_held() && force(2).was_held());
     }
 
     #[test]

@@ -6,15 +6,13 @@
 use std::time::Duration;
 
 use distlock_tests::locks::{
-    builder, client, command_calls, exists, library_loads, lock_key, pttl, wait_until, GENEROUS,
+    builder, client, command_calls, exists, library_code, library_loads, lock_key, pttl,
+    wait_until, GENEROUS, LIBRARY_NAME,
 };
 use distlock_tests::RedisServer;
 use lock_core::LockError;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
-
-/// The library's text, as lock-core loads it.
-const LIBRARY: &str = include_str!("../../../lock-core/src/protocol/library.lua");
 
 async fn flush(conn: &mut redis::aio::MultiplexedConnection) {
     let () = redis::cmd("FUNCTION")
@@ -129,14 +127,25 @@ async fn calls_that_meet_the_library_missing_together_share_one_load() {
 async fn two_versions_of_the_library_run_side_by_side() {
     let server = RedisServer::start();
     let mut conn = server.conn().await;
-    let older = LIBRARY
-        .replacen("#!lua name=distlock_2", "#!lua name=distlock_0", 1)
+    // The library's text as lock-core loads it (one call loads it).
+    client(&server.url()).inspect("loads").await.unwrap();
+    let library = library_code(&mut conn).await;
+    let older = library
         .replacen(
-            "local PREFIX = 'distlock_2_'",
+            &format!("#!lua name={LIBRARY_NAME}\n"),
+            "#!lua name=distlock_0\n",
+            1,
+        )
+        .replacen(
+            &format!("local PREFIX = '{LIBRARY_NAME}_'"),
             "local PREFIX = 'distlock_0_'",
             1,
         );
-    assert_ne!(older, LIBRARY, "the version is where the test looks for it");
+    assert_eq!(
+        older.matches("distlock_0").count(),
+        2,
+        "the version is where the test looks for it"
+    );
     let name: String = redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg(&older)

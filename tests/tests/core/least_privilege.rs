@@ -4,7 +4,7 @@
 //! it is loaded. The Cluster's counterpart is in the topologies target.
 
 use distlock_tests::acl::{app_may_run, app_url, representative_paths, set_app_user, APP_RULE};
-use distlock_tests::locks::{builder, client, GENEROUS};
+use distlock_tests::locks::{builder, client, GENEROUS, LIBRARY_NAME};
 use distlock_tests::RedisServer;
 use lock_core::LockError;
 
@@ -29,7 +29,7 @@ async fn an_application_user_without_eval_runs_every_path() {
         &["SCRIPT", "FLUSH"],
         &["FUNCTION", "LOAD", "#!lua name=x\n"],
         &["FUNCTION", "FLUSH"],
-        &["FUNCTION", "DELETE", "distlock_2"],
+        &["FUNCTION", "DELETE", LIBRARY_NAME],
         &["FUNCTION", "RESTORE", "x"],
         &["FUNCTION", "LIST"],
     ];
@@ -68,7 +68,7 @@ async fn a_user_who_may_not_load_the_library_is_told_what_to_run() {
         matches!(
             &error,
             LockError::LibraryNotLoaded {
-                library: "distlock_2",
+                library: LIBRARY_NAME,
                 ..
             }
         ),

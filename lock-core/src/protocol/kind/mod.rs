@@ -1,8 +1,17 @@
 //! What differs between the kinds of hold — the exclusive lock, the two sides of a
 //! read-write lock and a semaphore's permit — as methods of [`LockMode`], each an
-//! exhaustive `match`: a new kind is a new variant, and the compiler lists every place that
-//! must handle it (here, the calls in [`calls`](crate::protocol::calls), and its functions
-//! in `library.lua`).
+//! exhaustive `match`: a new kind is a new variant, and the compiler lists every Rust place
+//! that must handle it — these methods, [`LockMode::letter`] (and the arms of
+//! [`mode_letter!`](mode::mode_letter)), and the calls that pick a function by kind in
+//! [`calls`](crate::protocol::calls) and [`write_commands`](crate::protocol::write_commands).
+//!
+//! The compiler does not see the Lua side. A new kind's functions are Lua in a file of its
+//! own under `library/` and lines of the table in [`library`](crate::protocol::library);
+//! the test `a_server_lists_exactly_the_tables_functions` loads the library on a real server
+//! and checks that it registers exactly the table's functions, and
+//! `the_library_has_the_rust_sides_constants` that the prelude spells each kind's letter as
+//! [`LockMode::letter`] does. What the new kind's Lua does is checked by the tests of
+//! `tests/` only.
 //!
 //! - **Exclusive**: Redisson's `RLock` (a hash `owner → hold count` with the holder record,
 //!   `0` on `redisson_lock__channel:{<key>}` at release). The one kind Redlock can take.
@@ -30,11 +39,11 @@ pub(crate) const GRANTS_PREFIX: &str = "distlock__claim:";
 /// How long a queued waiter stays alive at least (ms, from its arrival): the library
 /// queues every waiter for at least this long, whatever it asks, so that a hand-off need
 /// not read the deadline of a waiter that queued less than this ago (`alive` in
-/// `library.lua`, whose `WAITER_TTL_MIN` this is). The client asks for exactly this.
+/// `library/queue.lua`, whose `WAITER_TTL_MIN` this is). The client asks for exactly this.
 pub(crate) const WAITER_TTL_MS: u64 = 6_000;
 
 /// How long a hold handed to a waiter by message lives until the waiter's client extends
-/// it to its lease (ms; `CLAIM_MS` in `library.lua`): how long a waiter that died before it
+/// it to its lease (ms; `CLAIM_MS` in `library/common.lua`): how long a waiter that died before it
 /// read its grant blocks the name (see [`crate::lock::claim`]).
 pub(crate) const CLAIM_MS: u64 = 1_500;
 

@@ -3,6 +3,26 @@
 
 use std::fmt;
 
+/// The letter that names a kind of hold in the library's arguments (RENEW's and
+/// GUARDED_WRITE's), as a literal: [`LockMode::letter`] reads it, and the library's prelude
+/// (`protocol/library.rs`) writes it into Lua as `EXCLUSIVE`, `READ`, `WRITE` and `PERMIT`,
+/// so that both sides spell a kind from this one place.
+macro_rules! mode_letter {
+    (Exclusive) => {
+        "x"
+    };
+    (Read) => {
+        "r"
+    };
+    (Write) => {
+        "w"
+    };
+    (Permit) => {
+        "s"
+    };
+}
+pub(crate) use mode_letter;
+
 /// The kind of a hold (see [`LockGuard::mode`](crate::LockGuard::mode)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -27,6 +47,18 @@ impl LockMode {
             Self::Read => "read",
             Self::Write => "write",
             Self::Permit => "permit",
+        }
+    }
+}
+
+impl LockMode {
+    /// The letter that names this kind in the library's arguments (see [`mode_letter`]).
+    pub(crate) fn letter(self) -> &'static str {
+        match self {
+            Self::Exclusive => mode_letter!(Exclusive),
+            Self::Read => mode_letter!(Read),
+            Self::Write => mode_letter!(Write),
+            Self::Permit => mode_letter!(Permit),
         }
     }
 }

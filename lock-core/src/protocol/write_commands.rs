@@ -1,5 +1,5 @@
 //! A guarded write: commands that commit in one call only while a hold is current
-//! (`guarded_write` in `library.lua`), and the allow-list they are checked against before
+//! (`guarded_write` in `library/guarded_write.lua`), and the allow-list they are checked against before
 //! anything is sent.
 //!
 //! The commands are the `redis` crate's own [`Pipeline`]: what a user would send anyway,
@@ -82,19 +82,14 @@ pub(crate) fn guarded_write(
     commands: &Pipeline,
     same_slot: Option<SameSlot<'_>>,
 ) -> Result<Call<GuardedReply>, String> {
-    let mode = match keys.mode() {
-        LockMode::Exclusive => "x",
-        LockMode::Write => "w",
-        LockMode::Permit => "s",
-        LockMode::Read => {
-            return Err(
-                "a read hold shares the name with other readers: guarded writes \
-                        need an exclusive lock, the write lock or a permit"
-                    .to_owned(),
-            )
-        }
-    };
-    let token = token.to_string();
+    if keys.mode() == LockMode::Read {
+        return Err(
+            "a read hold shares the name with other readers: guarded writes \
+                    need an exclusive lock, the write lock or a permit"
+                .to_owned(),
+        );
+    }
+    let mode = keys.mode().letter();
     let mut words: Vec<Vec<u8>> = Vec::new();
     let mut written: Vec<Vec<u8>> = Vec::new();
     let mut count = 0_usize;
@@ -136,7 +131,8 @@ pub(crate) fn guarded_write(
     let count = count.to_string();
     let mut head = vec![
         Arg::Str(owner),
-        Arg::Str(&token),
+        // The token as COMPLETE sends it: its decimal text, which `is_current` compares.
+        Arg::Int(token),
         Arg::Str(mode),
         Arg::Str(&count),
     ];
@@ -194,7 +190,7 @@ mod tests {
             .arg("x");
         let call = guarded_write(&keys(LockMode::Exclusive), "u:1", 17, &pipe, None).unwrap();
         let words = call.words();
-        assert_eq!(words[1], b"distlock_2_guarded_write");
+        assert_eq!(words[1], b"distlock_3_guarded_write");
         assert_eq!(words[2], b"3", "the lock and two written keys");
         assert_eq!(
             words[3..6],
