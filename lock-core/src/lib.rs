@@ -197,7 +197,7 @@ pub use lock::scope::{
 };
 pub use lock_template::{encode_value, TemplateError};
 pub use ops::inspect::{Holding, LockState};
-pub use ops::libraries::{FunctionLibrary, FunctionNode, NodeLibraries};
+pub use ops::libraries::{FunctionLibrary, FunctionNode, NodeLibraries, FUNCTIONS_SOURCE};
 pub use protocol::holder::HolderInfo;
 pub use protocol::kind::mode::LockMode;
 pub use protocol::name::LockName;

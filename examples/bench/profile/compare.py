@@ -5,8 +5,10 @@ over to the head, and queues again). Prints commands µs and Redis CPU per acqui
 least of the rounds), the calls made inside the protocol's calls, contended ÷ uncontended,
 and a contended cycle's two calls apart (SLOWLOG medians of a sample). See BENCHMARKS.md.
 
-A commit with lock-core/src/protocol/library.lua is measured as this tree is: its library
-loaded under its own name (FUNCTION LOAD), each operation an FCALL. An older commit, whose
+A commit with the Functions library is measured as this tree is: its library (as its CLI
+prints it, `distlock functions source`, built from an archive of the commit; or its one
+lock-core/src/protocol/library.lua, before the library was split by kind) loaded under its
+own name (FUNCTION LOAD), each operation an FCALL. An older commit, whose
 protocol was assembled scripts, is measured with its own profiler (its resp.py assembles
 them; its cycle.py names the keys), each operation an EVALSHA.
 
@@ -23,7 +25,8 @@ TITLE = {'x': 'exclusive', 's': 'semaphore (1 permit)', 'rw': 'read-write (write
 # The kind whose functions and keys a mode takes (a semaphore of 3 is a semaphore).
 BASE = {'s3': 's'}
 CAPACITY = {'s3': 3}
-LIBRARY = 'lock-core/src/protocol/library.lua'
+# The library's one file, from the Functions library's start until it was split by kind.
+ONE_FILE = 'lock-core/src/protocol/library.lua'
 # Each waiter asks to stay queued as long as lock-core's client asks: the library's minimum.
 WAITER_TTL = library().const['WAITER_TTL_MIN']
 # Contended cycles whose every call is logged, for the medians of its two calls.
@@ -65,10 +68,15 @@ def tree(rev, root):
         return Functions(library())
     show = lambda path: subprocess.run(['git', '-C', root, 'show', '%s:%s' % (rev, path)],
                                        check=True, capture_output=True).stdout
-    has = subprocess.run(['git', '-C', root, 'cat-file', '-e', '%s:%s' % (rev, LIBRARY)],
-                         capture_output=True).returncode == 0
-    if has:
-        return Functions(Library(show(LIBRARY).decode()))
+    has = lambda path: subprocess.run(['git', '-C', root, 'cat-file', '-e', '%s:%s' % (rev, path)],
+                                      capture_output=True).returncode == 0
+    if has(ONE_FILE):
+        return Functions(Library(show(ONE_FILE).decode()))
+    if has('lock-core/src/protocol/library'):
+        src = tempfile.mkdtemp(prefix='distlock-profile-')
+        archive = subprocess.run(['git', '-C', root, 'archive', rev], check=True, capture_output=True).stdout
+        subprocess.run(['tar', '-x', '-C', src], input=archive, check=True)
+        return Functions(library(src, os.path.join(root, 'target', 'compare-' + rev)))
     out = tempfile.mkdtemp(prefix='distlock-profile-')
     os.makedirs(out + '/scripts')
     for f in ('resp.py', 'cycle.py'):

@@ -1,9 +1,8 @@
 """The profiler's plumbing: a RESP client, a private redis-server, Redis' counters, and
-distlock's Redis Functions library as lock-core loads it (library.lua, as it is)."""
+distlock's Redis Functions library as lock-core loads it (`distlock functions source`)."""
 import socket, subprocess, time, os, threading, re
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '../../..')
-LIBRARY = os.path.join(ROOT, 'lock-core/src/protocol/library.lua')
 # What lock-core calls each kind's queue and a writer's owner: read from its Rust source
 # (LockMode's `queue_prefix` and `owner_suffix`), the one place they are spelled.
 KINDS = os.path.join(ROOT, 'lock-core/src/protocol/kind/mod.rs')
@@ -72,8 +71,13 @@ class Library:
     def fn(self, name):
         """A function's registered name: its version's PREFIX and `name`."""
         return self.const['PREFIX'] + name
-def library(path=LIBRARY):
-    return Library(open(path).read())
+def library(root=ROOT, target=None):
+    """The library of the tree at `root`, as its CLI prints it (`distlock functions
+    source`), built in `target` (default: the tree's own target directory)."""
+    env = dict(os.environ, CARGO_TARGET_DIR=target) if target else None
+    text = subprocess.run(['cargo', 'run', '-q', '-p', 'distlock-cli', '--', 'functions', 'source'],
+                          cwd=root, env=env, check=True, capture_output=True, text=True).stdout
+    return Library(text)
 
 def lock_mode(method, path=KINDS):
     """`LockMode::<method>`'s answer per variant, from its `match` in lock-core."""

@@ -3,7 +3,7 @@
 //! service calls any more, after an upgrade.
 
 use clap::{ArgGroup, Subcommand};
-use lock_core::{FunctionNode, LockClient, LockError, NodeLibraries};
+use lock_core::{FunctionNode, LockClient, LockError, NodeLibraries, FUNCTIONS_SOURCE};
 use serde_json::{json, Value};
 
 use crate::{explain, redacted, render, Error};
@@ -19,6 +19,10 @@ pub(crate) enum Functions {
     /// load it ahead of time when their Redis user may run FCALL but not FUNCTION LOAD
     /// (least privilege). Run it as a user allowed `FUNCTION LOAD` (`+function|load`).
     Load,
+    /// Prints the library's text, as `FUNCTION LOAD` takes it, for loading it with your own
+    /// tooling (`distlock functions source | redis-cli -x FUNCTION LOAD REPLACE`). Needs no
+    /// Redis.
+    Source,
     /// Lists the versions of the library on every node (every master of a Cluster, every
     /// Redlock node), each with its number of functions, and marks the version this CLI
     /// speaks. Versions stay side by side after an upgrade (a rolling upgrade needs both)
@@ -84,6 +88,7 @@ pub(crate) async fn run(
             let loaded = json!({ "loaded": library });
             render::print(json, &loaded, || format!("loaded {library}\n"));
         }
+        Functions::Source => print!("{FUNCTIONS_SOURCE}"),
         Functions::List => {
             let listed = client
                 .list_functions()

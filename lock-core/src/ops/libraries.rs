@@ -13,8 +13,18 @@ use redis::{Cmd, RedisError, RedisResult, Value};
 
 use crate::error::{bounded, LockError};
 use crate::lock::engine::Engine;
-use crate::protocol::library::LIBRARY_NAME;
+use crate::protocol::library::{LIBRARY, LIBRARY_NAME};
 use crate::protocol::name::LockName;
+
+/// The text of this version's Functions library, as `FUNCTION LOAD` takes it: for an
+/// operator who loads it with their own tooling (`distlock functions source | redis-cli -x
+/// FUNCTION LOAD REPLACE`) rather than [`LockClient::load_functions`](crate::LockClient::load_functions)
+/// or `distlock functions load`. Its first line names the library, and so its version.
+///
+/// ```
+/// assert!(lock_core::FUNCTIONS_SOURCE.starts_with("#!lua name=distlock_"));
+/// ```
+pub const FUNCTIONS_SOURCE: &str = LIBRARY;
 
 /// What every version's library name starts with.
 const NAME_PREFIX: &str = "distlock_";
