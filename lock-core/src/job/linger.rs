@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::error::LockError;
 use crate::lock::guard::{LockGuard, Lost};
-use crate::lock::guarded::Guarded;
+use crate::lock::guarded_run::Guarded;
 use crate::lock::held::finish_in_background;
 use crate::lock::scope::LockInfo;
 use crate::protocol::fleet;
@@ -38,7 +38,7 @@ impl Lingering {
     }
 }
 
-impl crate::lock::guarded::sealed::Sealed for Lingering {}
+impl crate::lock::guarded_run::sealed::Sealed for Lingering {}
 
 impl Guarded for Lingering {
     type Lost = Lost;

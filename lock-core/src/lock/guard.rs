@@ -15,7 +15,7 @@ use crate::error::LockError;
 use crate::lock::claim;
 use crate::lock::config::check_request_lease;
 use crate::lock::engine::Engine;
-use crate::lock::guarded::{Guarded, GuardedRun, OnLost};
+use crate::lock::guarded_run::{Guarded, GuardedRun, OnLost};
 use crate::lock::held::{finish_in_background, Acquired, Held};
 use crate::lock::holds::Holds;
 use crate::lock::quorum::{renewal, Renewal};
@@ -264,7 +264,7 @@ impl Drop for LockGuard {
     }
 }
 
-impl crate::lock::guarded::sealed::Sealed for LockGuard {}
+impl crate::lock::guarded_run::sealed::Sealed for LockGuard {}
 
 impl Guarded for LockGuard {
     type Lost = Lost;

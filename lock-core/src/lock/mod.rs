@@ -13,17 +13,18 @@
 //!    topology fan-out and timeouts, through which every call reaches Redis
 //!    ([`crate::protocol`] builds the calls).
 //!
-//! Beside them: running work under a hold ([`guarded`]), multi-locks ([`multi`]), guarded
-//! writes ([`write`]), replica acknowledgement ([`replicas`]) and local-clock arithmetic
-//! ([`time`]). The client façade ([`crate::client`]) holds an engine and its holds; this
-//! module never depends on it.
+//! Beside them: running work under a hold ([`guarded_run`]), multi-locks ([`multi`]),
+//! guarded writes ([`guarded_write`]), replica acknowledgement ([`replicas`]) and
+//! local-clock arithmetic ([`time`]). The client façade ([`crate::client`]) holds an engine
+//! and its holds; this module never depends on it.
 
 pub(crate) mod acquire;
 pub(crate) mod claim;
 pub(crate) mod config;
 pub(crate) mod engine;
 pub(crate) mod guard;
-pub(crate) mod guarded;
+pub(crate) mod guarded_run;
+pub(crate) mod guarded_write;
 pub(crate) mod health;
 pub(crate) mod held;
 pub(crate) mod holds;
@@ -40,4 +41,3 @@ pub(crate) mod revoke;
 pub(crate) mod scope;
 pub(crate) mod time;
 pub(crate) mod watchdog;
-pub(crate) mod write;
