@@ -95,12 +95,12 @@ pub(crate) async fn release_at(guard: LockGuard, until: Instant) -> Result<(), L
     if !held.end_locally() {
         return Ok(());
     }
-    let call = fleet::linger(&held.keys, &held.owner, remaining);
+    let call = fleet::linger(&held.identity.keys, &held.identity.owner, remaining);
     let kept = |answers: &[Result<i64, LockError>]| answers.iter().any(|a| matches!(a, Ok(1)));
     let answers = (held.engine)
-        .call_until(&held.name, held.lease, call, kept)
+        .call_until(&held.name, held.identity.lease, call, kept)
         .await;
-    tracing::debug!(lock = %held.name, owner = %held.owner, ?remaining, "lingering");
+    tracing::debug!(lock = %held.name, owner = %held.identity.owner, ?remaining, "lingering");
     if kept(&answers) {
         return Ok(());
     }

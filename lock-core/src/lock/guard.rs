@@ -110,7 +110,7 @@ impl LockGuard {
     /// semaphore's permit. A read guard re-entered from the scope's write lock answers
     /// [`LockMode::Write`]: it is that hold.
     pub fn mode(&self) -> LockMode {
-        self.held.keys.mode()
+        self.held.identity.keys.mode()
     }
 
     /// The fencing token of this hold: strictly greater than every token issued before for
@@ -176,7 +176,7 @@ impl LockGuard {
         if held.is_lost() || held.is_released() {
             return Err(held.lost_error());
         }
-        let call = calls::renew([(&held.keys, held.owner.as_str(), lease)]);
+        let call = calls::renew([(&held.identity.keys, held.identity.owner.as_str(), lease)]);
         let sent_at = Instant::now();
         let nodes = held.engine.nodes.len();
         let ttls = |answers: &[Result<RenewReply, LockError>]| -> Vec<Option<i64>> {
@@ -296,7 +296,7 @@ impl fmt::Debug for LockGuard {
         f.debug_struct("LockGuard")
             .field("name", &self.held.name)
             .field("mode", &self.mode())
-            .field("owner", &self.held.owner)
+            .field("owner", &self.held.identity.owner)
             .field("fencing_token", &self.held.token)
             .field("held", &self.held.is_held())
             .finish()

@@ -4,11 +4,13 @@
 //!
 //! 1. [`request`]: the [`LockRequest`](request::LockRequest) and its [`options`]; awaiting
 //!    it runs
-//! 2. [`acquire`]: re-entry from the caller's [`scope`], else attempts through the engine —
-//!    at once, or waiting in the fair queue — with the clean-up guard [`pending`] and the
-//!    Redlock tallies of [`quorum`]; a grant becomes
-//! 3. a [`guard`] over a [`held`] hold, which joins the client's [`holds`] (the registry the
-//!    [`watchdog`] renews, [`revoke`] marks lost and the shutdown releases) and the scope;
+//! 2. [`acquire`]: re-entry from the caller's [`scope`], else the hold's [`identity`]
+//!    (keys, owner, capacity, lease, metadata, label), built once, and attempts for it
+//!    through the engine — at once, or waiting in the fair queue ([`queued`]) — with the
+//!    clean-up guard [`pending`] and the Redlock tallies of [`quorum`]; a grant becomes
+//! 3. a [`guard`] over a [`held`] hold (that identity and its token), which joins the
+//!    client's [`holds`] (the registry the [`watchdog`] renews, [`revoke`] marks lost and
+//!    the shutdown releases) and the scope;
 //! 4. [`engine`], at the bottom: connections, settings ([`config`], [`health`]), the
 //!    topology fan-out and timeouts, through which every call reaches Redis
 //!    ([`crate::protocol`] builds the calls).
@@ -28,6 +30,7 @@ pub(crate) mod guarded_write;
 pub(crate) mod health;
 pub(crate) mod held;
 pub(crate) mod holds;
+pub(crate) mod identity;
 #[cfg(test)]
 mod layers;
 pub(crate) mod multi;
