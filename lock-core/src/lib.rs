@@ -189,7 +189,7 @@ pub use idempotent::{Begin, Idempotency, InFlight, Stored, DEFAULT_RETENTION};
 pub use job::outcome::{JobOutcome, Skipped};
 pub use job::request::JobRequest;
 pub use lock::guard::{LockGuard, Lost, Release};
-pub use lock::guarded::{Guarded, GuardedRun, OnLost};
+pub use lock::guarded_run::{Guarded, GuardedRun, OnLost};
 pub use lock::multi::{MultiLockGuard, MultiLockRequest, MultiLost};
 pub use lock::request::LockRequest;
 pub use lock::scope::{

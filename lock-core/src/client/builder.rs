@@ -259,8 +259,8 @@ impl LockClientBuilder {
     /// Whether this client records holder metadata at all.
     ///
     /// # Default
-    /// `true`. The record costs one small string per held lock, written by the scripts that
-    /// take, renew and release the lock (no extra round trip).
+    /// `true`. The record costs one small string per held lock, written by the library's
+    /// functions that take, renew and release the lock (no extra round trip).
     pub fn record_holder(mut self, record: bool) -> Self {
         self.config.holder.enabled = record;
         self

@@ -48,10 +48,7 @@ impl LockClient {
         let (holds, queued) = self.holds.close();
         let releases = holds.into_iter().map(|held| held.release_in_redis());
         let engine = &self.engine;
-        let leaves = queued.iter().map(|wait| {
-            let (keys, owner) = (&wait.keys, &wait.owner);
-            leave(engine, keys, wait.capacity, owner, wait.lease, &wait.meta)
-        });
+        let leaves = queued.iter().map(|wait| leave(engine, wait));
         let (releases, _left) =
             futures_util::future::join(join_all(releases), join_all(leaves)).await;
         let mut released = 0;

@@ -103,9 +103,10 @@ impl Leadership {
 pub(crate) async fn proclaim(guard: &LockGuard, value: Option<&str>) -> Result<(), LockError> {
     let held = guard.held();
     let publish = held.engine.config.publish;
-    let call = fleet::proclaim(&held.keys, &held.owner, value.unwrap_or(""), publish);
+    let (keys, owner) = (&held.identity.keys, &held.identity.owner);
+    let call = fleet::proclaim(keys, owner, value.unwrap_or(""), publish);
     let answer = (held.engine)
-        .call_each(&held.name, held.lease, call)
+        .call_each(&held.name, held.identity.lease, call)
         .await
         .into_iter()
         .next()

@@ -92,10 +92,10 @@ async fn complete_in_redis(
     retention: Duration,
 ) -> Result<Completed, LockError> {
     let hold = Hold {
-        keys: &held.keys,
-        owner: &held.owner,
+        keys: &held.identity.keys,
+        owner: &held.identity.owner,
         token: held.token,
-        lease: held.lease,
+        lease: held.identity.lease,
     };
     let publish = held.engine.config.publish;
     let call = complete(&hold, record, value, retention, publish);

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::error::LockError;
 use crate::lock::guard::{LockGuard, Lost};
-use crate::lock::guarded::Guarded;
+use crate::lock::guarded_run::Guarded;
 use crate::lock::held::finish_in_background;
 use crate::lock::scope::LockInfo;
 use crate::protocol::fleet;
@@ -38,7 +38,7 @@ impl Lingering {
     }
 }
 
-impl crate::lock::guarded::sealed::Sealed for Lingering {}
+impl crate::lock::guarded_run::sealed::Sealed for Lingering {}
 
 impl Guarded for Lingering {
     type Lost = Lost;
@@ -95,12 +95,12 @@ pub(crate) async fn release_at(guard: LockGuard, until: Instant) -> Result<(), L
     if !held.end_locally() {
         return Ok(());
     }
-    let call = fleet::linger(&held.keys, &held.owner, remaining);
+    let call = fleet::linger(&held.identity.keys, &held.identity.owner, remaining);
     let kept = |answers: &[Result<i64, LockError>]| answers.iter().any(|a| matches!(a, Ok(1)));
     let answers = (held.engine)
-        .call_until(&held.name, held.lease, call, kept)
+        .call_until(&held.name, held.identity.lease, call, kept)
         .await;
-    tracing::debug!(lock = %held.name, owner = %held.owner, ?remaining, "lingering");
+    tracing::debug!(lock = %held.name, owner = %held.identity.owner, ?remaining, "lingering");
     if kept(&answers) {
         return Ok(());
     }

@@ -1,7 +1,5 @@
 //! Taking a lock: re-entry, the acquire function, and waiting in the fair queue.
 
-use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,19 +13,19 @@ use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::held::{Acquired, Held};
 use crate::lock::holds::Holds;
+use crate::lock::identity::{owner_id, HoldIdentity};
 use crate::lock::options::RequestOptions;
 use crate::lock::pending::{leave, Pending};
-use crate::lock::queued::QueuedWait;
 use crate::lock::quorum::AcquireTally;
 use crate::lock::replicas::replicated;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::lock::time::{drift, later};
-use crate::metrics::{self, MetricsLabel};
+use crate::metrics;
 use crate::protocol::calls;
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::kind::WAITER_TTL_MS;
-use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::name::LockName;
 use crate::protocol::replies::AcquireReply;
 use crate::trace;
 use crate::transport::waiters::{Subscription, Wake};
@@ -95,16 +93,19 @@ pub(crate) async fn acquire(
         return reentered(held, scope, kind);
     }
     let label = options.label;
-    let attempter = Attempter {
+    let identity = HoldIdentity {
         owner: owner_id(&engine.id, next_owner_number(), kind),
-        engine: &engine,
-        holds: &holds,
-        name: &name,
-        keys: &keys,
+        keys,
         capacity: permits,
         lease,
         meta: engine.holder_meta(options.request_id.as_deref()),
-        label: &label,
+        label: label.clone(),
+    };
+    let attempter = Attempter {
+        engine: &engine,
+        holds: &holds,
+        name: &name,
+        identity,
         contended: AtomicBool::new(false),
     };
     let started = Instant::now();
@@ -117,21 +118,16 @@ pub(crate) async fn acquire(
             ttl,
             extend_at,
         }) => {
-            let Attempter {
-                owner, capacity, ..
-            } = attempter;
+            // Taken out first: the attempter borrows `name`.
+            let identity = attempter.identity;
             let acquired = Acquired {
-                owner,
                 name,
-                keys,
-                capacity,
+                identity,
                 token,
-                lease,
                 watchdog,
                 sent_at,
                 ttl,
                 extend_at,
-                label: label.clone(),
                 trace_parent: options.trace_parent,
             };
             // The guard exists before the next `.await`: dropped from here on, it releases.
@@ -159,15 +155,6 @@ pub(crate) async fn acquire(
     result
 }
 
-/// The Redis owner id `<client id>:<number>` (Redisson's `<id>:<thread>`), with Redisson's
-/// `:write` suffix for a writer, in one allocation of its final size.
-pub(crate) fn owner_id(client: &str, number: u64, kind: LockMode) -> String {
-    let suffix = kind.owner_suffix();
-    let mut owner = String::with_capacity(client.len() + 1 + 20 + suffix.len());
-    write!(owner, "{client}:{number}{suffix}").expect("writing to a String cannot fail");
-    owner
-}
-
 /// Refuses what a kind cannot do: a semaphore without permits, and the shared kinds under
 /// Redlock (a reader set or a permit count cannot be voted on node by node).
 fn check_kind(
@@ -190,7 +177,7 @@ fn reentered(
     scope: Option<Arc<Scope>>,
     wanted: LockMode,
 ) -> Result<LockGuard, LockError> {
-    let held_kind = held.keys.mode();
+    let held_kind = held.identity.keys.mode();
     let guard = LockGuard::reentered(held, scope);
     if !held_kind.covers(wanted) {
         // Dropping the guard gives the hold back.
@@ -213,14 +200,8 @@ struct Attempter<'a> {
     /// The client's holds, with its queued waits and its shutdown signal.
     holds: &'a Holds,
     name: &'a LockName,
-    keys: &'a LockKeys,
-    /// A semaphore's capacity as this caller sees it (1 for the other kinds).
-    capacity: u32,
-    owner: String,
-    lease: Duration,
-    /// Holder metadata, sent with every attempt (and so part of the queue entry).
-    meta: Cow<'a, str>,
-    label: &'a MetricsLabel,
+    /// Who the attempts acquire for; the hold's once granted.
+    identity: HoldIdentity,
     /// Set when an attempt found the lock busy.
     contended: AtomicBool,
 }
@@ -239,19 +220,14 @@ impl Attempter<'_> {
             WAITER_TTL
         };
         // Until disarmed, dropping this leaves the queue or undoes an unseen acquisition.
-        let pending = Pending::new(
-            self.engine,
-            self.keys,
-            self.capacity,
-            &self.owner,
-            self.lease,
-            &self.meta,
-        );
+        let pending = Pending::new(self.engine, &self.identity);
         // Another waiter of this client already listens on the channel: join it before the
         // first attempt, so that a busy answer needs no retry after subscribing.
         let mut subscription: Option<Subscription> = match wait {
             Some(Duration::ZERO) => None,
-            _ => (self.engine.waiters).join_live(self.keys, &self.owner, !redlock),
+            _ => {
+                (self.engine.waiters).join_live(&self.identity.keys, &self.identity.owner, !redlock)
+            }
         };
         let mut woken = None;
         // A grant whose token is not above a holder's token seen since was superseded (it
@@ -281,7 +257,7 @@ impl Attempter<'_> {
                 Duration::ZERO
             };
             if entry.is_none() && !queue_for.is_zero() {
-                entry = Some(self.holds.queued.enter(self.queued_wait()));
+                entry = Some(self.holds.queued.enter(self.identity.clone()));
             }
             let (ttl, holder) = match self.try_once(queue_for).await? {
                 Attempt::Acquired(token) => {
@@ -290,7 +266,7 @@ impl Attempter<'_> {
                     return Ok(Taken {
                         token,
                         sent_at,
-                        ttl: self.lease,
+                        ttl: self.identity.lease,
                         extend_at: None,
                     });
                 }
@@ -322,7 +298,8 @@ impl Attempter<'_> {
                 // Subscribe, then retry at once: a release before the subscription is not lost.
                 let timeout = self.engine.config.command_timeout;
                 let waiters = &self.engine.waiters;
-                let joined = waiters.subscribe(self.keys, &self.owner, timeout, !redlock);
+                let joined =
+                    waiters.subscribe(&self.identity.keys, &self.identity.owner, timeout, !redlock);
                 subscription = Some(joined.await);
                 continue;
             };
@@ -331,7 +308,7 @@ impl Attempter<'_> {
             let refresh = if redlock {
                 random_delay(REDLOCK_RETRY)
             } else {
-                WAITER_REFRESH.min(self.lease / 3)
+                WAITER_REFRESH.min(self.identity.lease / 3)
             };
             let retry_at = now + ttl.unwrap_or(NO_TTL_RETRY).min(refresh);
             let retry_at = deadline.map_or(retry_at, |d| retry_at.min(d));
@@ -347,7 +324,7 @@ impl Attempter<'_> {
             if let Some(Wake::Granted(token)) =
                 wake.filter(|w| !is_superseded(*w, superseded_below))
             {
-                metrics::woken(self.label, "message");
+                metrics::woken(&self.identity.label, "message");
                 if let Some(taken) = self.take_grant(token, sent_at).await? {
                     pending.disarm();
                     self.trace_acquired(token, started, attempts, Some("grant"));
@@ -355,17 +332,17 @@ impl Attempter<'_> {
                 }
                 // The claim ran out before this waiter read its grant: wait on.
                 trace::claim_missed_waiting(trace::Subject {
-                    label: self.label,
+                    label: &self.identity.label,
                     name: self.engine.config.trace_names.then_some(self.name),
                 });
-                metrics::claim_missed(self.label);
+                metrics::claim_missed(&self.identity.label);
                 sub.rearm_grant();
                 continue;
             }
             if wake.is_some_and(|w| is_superseded(w, superseded_below)) {
                 // Read after a later holder was seen: its claim ran out unread.
                 tracing::debug!(lock = %self.name, "ignored a superseded grant");
-                metrics::claim_missed(self.label);
+                metrics::claim_missed(&self.identity.label);
                 sub.rearm_grant();
             }
             let by = match (wake, lease_timer) {
@@ -374,7 +351,7 @@ impl Attempter<'_> {
                 (None, false) => None,
             };
             if let Some(by) = by {
-                metrics::woken(self.label, by);
+                metrics::woken(&self.identity.label, by);
                 woken = Some(by);
             }
         }
@@ -386,25 +363,24 @@ impl Attempter<'_> {
     /// extended later; else extended first (see [`claim`](crate::lock::claim)). `None` when
     /// the claim ran out before it could be extended.
     async fn take_grant(&self, token: u64, sent_at: Instant) -> Result<Option<Taken>, LockError> {
-        if self.lease <= claim::CLAIM {
+        if self.identity.lease <= claim::CLAIM {
             // The claim is the whole lease: nothing to extend.
             return Ok(Some(Taken {
                 token,
                 sent_at,
-                ttl: self.lease,
+                ttl: self.identity.lease,
                 extend_at: None,
             }));
         }
-        if let Some(at) = claim::extend_at(sent_at, self.lease) {
+        if let Some(at) = claim::extend_at(sent_at, self.identity.lease) {
             return Ok(Some(Taken {
                 token,
                 sent_at,
-                ttl: claim::claim_of(self.lease),
+                ttl: claim::claim_of(self.identity.lease),
                 extend_at: Some(at),
             }));
         }
-        let extended =
-            claim::extend_now(self.engine, self.name, self.keys, &self.owner, self.lease);
+        let extended = claim::extend_now(self.engine, self.name, &self.identity);
         Ok(extended.await?.map(|(ttl, sent_at)| Taken {
             token,
             sent_at,
@@ -422,14 +398,14 @@ impl Attempter<'_> {
         if self.engine.nodes.len() == 1 {
             return Ok(());
         }
-        let call = calls::fence_floor(self.keys, token, self.lease);
+        let call = calls::fence_floor(&self.identity.keys, token, self.identity.lease);
         let quorum = self.engine.quorum();
         let raised = |answers: &[Result<i64, LockError>]| {
             answers.iter().filter(|a| a.is_ok()).count() >= quorum
         };
         let answers = self
             .engine
-            .call_until(self.name, self.lease, call, raised)
+            .call_until(self.name, self.identity.lease, call, raised)
             .await;
         if raised(&answers) {
             return Ok(());
@@ -437,43 +413,24 @@ impl Attempter<'_> {
         let mut errors = answers.into_iter().filter_map(Result::err);
         Err(errors.next().unwrap_or_else(|| LockError::Timeout {
             name: self.name.clone(),
-            after: self.lease,
+            after: self.identity.lease,
         }))
     }
 
     /// True while an attempt sent at `sent_at` still leaves some of the lease: Redlock's
     /// validity, lease − elapsed − drift.
     fn still_valid(&self, sent_at: Instant) -> bool {
-        sent_at.elapsed() + drift(self.lease) < self.lease
-    }
-
-    /// What leaving this attempter's queue takes, for the shutdown.
-    fn queued_wait(&self) -> QueuedWait {
-        QueuedWait {
-            keys: self.keys.clone(),
-            capacity: self.capacity,
-            owner: self.owner.clone(),
-            lease: self.lease,
-            meta: self.meta.clone().into_owned(),
-        }
+        sent_at.elapsed() + drift(self.identity.lease) < self.identity.lease
     }
 
     /// Leaves the queue, and undoes a grant this attempter did not keep.
     async fn leave(&self) {
-        leave(
-            self.engine,
-            self.keys,
-            self.capacity,
-            &self.owner,
-            self.lease,
-            &self.meta,
-        )
-        .await;
+        leave(self.engine, &self.identity).await;
     }
 
     fn trace_acquired(&self, token: u64, started: Instant, attempts: u64, woken: Option<&str>) {
         trace::handed_over(woken == Some("grant"));
-        tracing::debug!(lock = %self.name, owner = %self.owner, token,
+        tracing::debug!(lock = %self.name, owner = %self.identity.owner, token,
             waited = ?started.elapsed(), attempts, woken, "acquired");
     }
 
@@ -482,15 +439,15 @@ impl Attempter<'_> {
     async fn try_once(&self, waiter_ttl: Duration) -> Result<Attempt, LockError> {
         let started = Instant::now();
         let publish = self.engine.config.publish;
-        let call = calls::acquire(
-            self.keys,
-            &self.owner,
-            self.lease,
-            waiter_ttl,
-            &self.meta,
-            publish,
-            self.capacity,
-        );
+        let HoldIdentity {
+            keys,
+            owner,
+            capacity,
+            lease,
+            meta,
+            ..
+        } = &self.identity;
+        let call = calls::acquire(keys, owner, *lease, waiter_ttl, meta, publish, *capacity);
         // A granting quorum settles it; any other outcome waits for every node, so that a
         // minority grant is known and undone below (one left unseen on a slow node would
         // block that node for a whole lease).
@@ -503,7 +460,7 @@ impl Attempter<'_> {
         };
         let answers = self
             .engine
-            .call_until(self.name, self.lease, call, granted)
+            .call_until(self.name, self.identity.lease, call, granted)
             .await;
         let tally = AcquireTally::of(answers);
         if tally.acquired >= quorum && self.still_valid(started) {

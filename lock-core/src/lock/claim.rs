@@ -18,11 +18,12 @@ use tokio::time::Instant;
 use crate::error::LockError;
 use crate::lock::engine::Engine;
 use crate::lock::held::Held;
+use crate::lock::identity::HoldIdentity;
 use crate::lock::time::{drift, later};
 use crate::lock::watchdog;
 use crate::protocol::calls;
 use crate::protocol::kind::CLAIM_MS;
-use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::name::LockName;
 
 /// How long a hold granted by message lives until its client extends it.
 pub(crate) const CLAIM: Duration = Duration::from_millis(CLAIM_MS);
@@ -58,12 +59,14 @@ pub(crate) fn extend_at(sent_at: Instant, lease: Duration) -> Option<Instant> {
 pub(crate) async fn extend_now(
     engine: &Engine,
     name: &LockName,
-    keys: &LockKeys,
-    owner: &str,
-    lease: Duration,
+    identity: &HoldIdentity,
 ) -> Result<Option<(Duration, Instant)>, LockError> {
     let sent_at = Instant::now();
-    let call = calls::renew([(keys, owner, lease)]);
+    let HoldIdentity {
+        keys, owner, lease, ..
+    } = identity;
+    let lease = *lease;
+    let call = calls::renew([(keys, owner.as_str(), lease)]);
     let mut answers = engine.call_each(name, lease, call).await;
     // Hand-offs happen on one node (Redlock waiters are never granted by message).
     let reply = answers.swap_remove(0)?;

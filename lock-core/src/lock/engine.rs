@@ -9,7 +9,6 @@
 //! with [`LockError::Unavailable`], as [`Function::fails_fast`] says, instead of waiting
 //! its timeout; releases and renewals go on and probe.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -39,7 +38,7 @@ pub(crate) struct Engine {
     pub(crate) id: Arc<str>,
     pub(crate) config: Config,
     /// The holder metadata of acquisitions without a request id, encoded once.
-    holder_meta: String,
+    holder_meta: Arc<str>,
     /// One connection, or one per Redlock node.
     pub(crate) nodes: Vec<Conn>,
     /// The connection for replica acknowledgements (`WAIT`), with `min_replicas`.
@@ -115,18 +114,18 @@ impl Engine {
             stop: stop.clone(),
             cleanups: TaskTracker::new(),
             _stop: stop.drop_guard(),
-            holder_meta: config.holder.encode(None),
+            holder_meta: Arc::from(config.holder.encode(None)),
             config,
         });
         Ok(engine)
     }
 
-    /// The holder metadata an acquisition sends: the client's own, borrowed, unless the
+    /// The holder metadata an acquisition sends: the client's own, shared, unless the
     /// request names a request id.
-    pub(crate) fn holder_meta(&self, request_id: Option<&str>) -> Cow<'_, str> {
+    pub(crate) fn holder_meta(&self, request_id: Option<&str>) -> Arc<str> {
         match request_id {
-            None => Cow::Borrowed(&self.holder_meta),
-            Some(_) => Cow::Owned(self.config.holder.encode(request_id)),
+            None => Arc::clone(&self.holder_meta),
+            Some(_) => Arc::from(self.config.holder.encode(request_id)),
         }
     }
 

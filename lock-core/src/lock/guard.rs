@@ -15,7 +15,7 @@ use crate::error::LockError;
 use crate::lock::claim;
 use crate::lock::config::check_request_lease;
 use crate::lock::engine::Engine;
-use crate::lock::guarded::{Guarded, GuardedRun, OnLost};
+use crate::lock::guarded_run::{Guarded, GuardedRun, OnLost};
 use crate::lock::held::{finish_in_background, Acquired, Held};
 use crate::lock::holds::Holds;
 use crate::lock::quorum::{renewal, Renewal};
@@ -110,7 +110,7 @@ impl LockGuard {
     /// semaphore's permit. A read guard re-entered from the scope's write lock answers
     /// [`LockMode::Write`]: it is that hold.
     pub fn mode(&self) -> LockMode {
-        self.held.keys.mode()
+        self.held.identity.keys.mode()
     }
 
     /// The fencing token of this hold: strictly greater than every token issued before for
@@ -176,7 +176,7 @@ impl LockGuard {
         if held.is_lost() || held.is_released() {
             return Err(held.lost_error());
         }
-        let call = calls::renew([(&held.keys, held.owner.as_str(), lease)]);
+        let call = calls::renew([(&held.identity.keys, held.identity.owner.as_str(), lease)]);
         let sent_at = Instant::now();
         let nodes = held.engine.nodes.len();
         let ttls = |answers: &[Result<RenewReply, LockError>]| -> Vec<Option<i64>> {
@@ -264,7 +264,7 @@ impl Drop for LockGuard {
     }
 }
 
-impl crate::lock::guarded::sealed::Sealed for LockGuard {}
+impl crate::lock::guarded_run::sealed::Sealed for LockGuard {}
 
 impl Guarded for LockGuard {
     type Lost = Lost;
@@ -296,7 +296,7 @@ impl fmt::Debug for LockGuard {
         f.debug_struct("LockGuard")
             .field("name", &self.held.name)
             .field("mode", &self.mode())
-            .field("owner", &self.held.owner)
+            .field("owner", &self.held.identity.owner)
             .field("fencing_token", &self.held.token)
             .field("held", &self.held.is_held())
             .finish()

@@ -10,11 +10,12 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::error::LockError;
 use crate::lock::engine::Engine;
+use crate::lock::identity::HoldIdentity;
 use crate::lock::quorum::Renewal;
 use crate::lock::time::{drift, later};
-use crate::metrics::{self, MetricsLabel};
+use crate::metrics;
 use crate::protocol::calls;
-use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::name::LockName;
 use crate::protocol::replies::ReleaseReply;
 use crate::trace;
 
@@ -26,20 +27,14 @@ use crate::trace;
 pub(crate) struct Held {
     pub(crate) engine: Arc<Engine>,
     pub(crate) name: LockName,
-    pub(crate) keys: LockKeys,
-    /// A semaphore's capacity as its holder sees it (1 for the other kinds), an argument
-    /// of its release function.
-    pub(crate) capacity: u32,
-    pub(crate) owner: String,
+    /// Who holds it: keys, owner, capacity, lease (set at each renewal), metadata, label.
+    pub(crate) identity: HoldIdentity,
     pub(crate) token: u64,
-    /// Lease set at each renewal; the watchdog renews only when the request set none.
-    pub(crate) lease: Duration,
+    /// True when the request set no lease: the watchdog renews it.
     pub(crate) watchdog: bool,
     pub(crate) acquired_at: Instant,
     /// When the grant reached this client (after any wait): hold times count from here.
     granted_at: Instant,
-    /// The metrics label (see [`LockRequest::metrics_label`](crate::LockRequest::metrics_label)).
-    pub(crate) label: MetricsLabel,
     /// Set once the end of the hold was recorded in the metrics.
     ended_recorded: AtomicBool,
     /// Guards sharing the hold (reentrancy), counted under their scope's lock.
@@ -60,11 +55,9 @@ pub(crate) struct Held {
 /// What an acquisition learned, to build a [`Held`] from.
 pub(crate) struct Acquired {
     pub(crate) name: LockName,
-    pub(crate) keys: LockKeys,
-    pub(crate) capacity: u32,
-    pub(crate) owner: String,
+    /// The identity the acquisition was made for, now the hold's.
+    pub(crate) identity: HoldIdentity,
     pub(crate) token: u64,
-    pub(crate) lease: Duration,
     pub(crate) watchdog: bool,
     pub(crate) sent_at: Instant,
     /// The TTL Redis set at the grant, no earlier than `sent_at`: the lease, or a hand-off's
@@ -72,7 +65,6 @@ pub(crate) struct Acquired {
     pub(crate) ttl: Duration,
     /// When a claim is extended to the lease, from the background (`None`: not a claim).
     pub(crate) extend_at: Option<Instant>,
-    pub(crate) label: MetricsLabel,
     /// The span the hold's span is a child of (see [`trace`](crate::trace)).
     pub(crate) trace_parent: tracing::Span,
 }
@@ -82,23 +74,19 @@ impl Held {
         let span = trace::hold_span(
             &acquired.trace_parent,
             &acquired.name,
-            acquired.keys.mode(),
-            &acquired.label,
+            acquired.identity.keys.mode(),
+            &acquired.identity.label,
             acquired.token,
             engine.config.trace_names,
         );
         let held = Arc::new(Self {
             engine,
             name: acquired.name,
-            keys: acquired.keys,
-            capacity: acquired.capacity,
-            owner: acquired.owner,
+            identity: acquired.identity,
             token: acquired.token,
-            lease: acquired.lease,
             watchdog: acquired.watchdog,
             acquired_at: acquired.sent_at,
             granted_at: Instant::now(),
-            label: acquired.label,
             ended_recorded: AtomicBool::new(false),
             holds: AtomicUsize::new(1),
             expires_at: Mutex::new(later(acquired.sent_at, acquired.ttl)),
@@ -108,12 +96,15 @@ impl Held {
             span: Mutex::new(Some(span)),
             renewal_failing: AtomicBool::new(false),
         });
-        metrics::hold_started(&held.label);
+        metrics::hold_started(&held.identity.label);
         held
     }
 
     pub(crate) fn scope_key(&self) -> (Arc<str>, Vec<u8>) {
-        (Arc::clone(&self.engine.id), self.keys.lock().to_vec())
+        (
+            Arc::clone(&self.engine.id),
+            self.identity.keys.lock().to_vec(),
+        )
     }
 
     pub(crate) fn add_hold(&self) {
@@ -133,7 +124,7 @@ impl Held {
     /// Who this hold's events are about.
     fn subject(&self) -> trace::Subject<'_> {
         trace::Subject {
-            label: &self.label,
+            label: &self.identity.label,
             name: self.engine.config.trace_names.then_some(&self.name),
         }
     }
@@ -153,7 +144,7 @@ impl Held {
 
     /// The instant after which the lock can no longer be assumed held.
     pub(crate) fn local_deadline(&self) -> Instant {
-        self.expires_at() - drift(self.lease)
+        self.expires_at() - drift(self.identity.lease)
     }
 
     /// Applies the outcome of a renewal or extension sent at `sent_at`: a confirmed TTL moves
@@ -164,7 +155,7 @@ impl Held {
             Renewal::Confirmed(ttl) => {
                 self.confirm(sent_at, ttl);
                 self.renewal_failing.store(false, Ordering::Relaxed);
-                metrics::renewed(&self.label);
+                metrics::renewed(&self.identity.label);
                 tracing::trace!(lock = %self.name, ?ttl, "renewed");
             }
             // Counted as lost where the hold ends.
@@ -172,7 +163,7 @@ impl Held {
             Renewal::Unknown => {
                 let first = !self.renewal_failing.swap(true, Ordering::Relaxed);
                 trace::renewal_failed(&self.span(), self.subject(), first);
-                metrics::renewal_failed(&self.label);
+                metrics::renewal_failed(&self.identity.label);
             }
         }
     }
@@ -216,7 +207,7 @@ impl Held {
             return;
         }
         trace::lost(&self.span(), self.subject(), reason);
-        metrics::lost(&self.label);
+        metrics::lost(&self.identity.label);
         self.record_end();
         self.ended.cancel();
     }
@@ -224,14 +215,14 @@ impl Held {
     /// A handed-over hold's claim ran out before its client extended it.
     pub(crate) fn claim_missed(&self) {
         trace::claim_missed(&self.span(), self.subject());
-        metrics::claim_missed(&self.label);
+        metrics::claim_missed(&self.identity.label);
     }
 
     /// Records the end of the hold in the metrics and closes its span, once (release, loss
     /// or drop).
     fn record_end(&self) {
         if !self.ended_recorded.swap(true, Ordering::AcqRel) {
-            metrics::hold_ended(&self.label, self.granted_at.elapsed());
+            metrics::hold_ended(&self.identity.label, self.granted_at.elapsed());
             let span = self
                 .span
                 .lock()
@@ -284,8 +275,14 @@ impl Held {
     /// The release in Redis of a hold that [ended locally](Self::end_locally).
     async fn delete_in_redis(self: Arc<Self>) -> Result<(), LockError> {
         let publish = self.engine.config.publish;
-        let (keys, capacity) = (&self.keys, self.capacity);
-        let call = calls::release(keys, &self.owner, self.lease, publish, None, capacity);
+        let HoldIdentity {
+            keys,
+            owner,
+            capacity,
+            lease,
+            ..
+        } = &self.identity;
+        let call = calls::release(keys, owner, *lease, publish, None, *capacity);
         // A Redlock hold missing from a majority was lost (another owner could take the
         // majority): the release must say so, not answer Ok at the first node that had it
         // (found by distlock-verify's honesty checker: a force release raced an acquisition,
@@ -302,10 +299,10 @@ impl Held {
             count(answers, true) >= quorum || count(answers, false) >= quorum
         };
         let answers = (self.engine)
-            .call_until(&self.name, self.lease, call, known)
+            .call_until(&self.name, self.identity.lease, call, known)
             .await;
         let held_for = self.granted_at.elapsed();
-        tracing::debug!(lock = %self.name, owner = %self.owner, ?held_for, "released");
+        tracing::debug!(lock = %self.name, owner = %self.identity.owner, ?held_for, "released");
         let (held, gone) = (count(&answers, true), count(&answers, false));
         let not_held = || LockError::NotHeld {
             name: self.name.clone(),

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::lock::held::Held;
-use crate::lock::queued::{Queued, QueuedWait};
+use crate::lock::identity::HoldIdentity;
+use crate::lock::queued::Queued;
 
 /// Fewest entries at which a sweep runs: small registries are never swept.
 const MIN_SWEEP: usize = 64;
@@ -91,13 +92,13 @@ impl Holds {
     /// The holds of `owner` on the lock `key` (one; none once it ended).
     pub(crate) fn find(&self, owner: &str, key: &[u8]) -> Vec<Arc<Held>> {
         let mut held = self.live();
-        held.retain(|h| h.owner == owner && h.keys.lock() == key);
+        held.retain(|h| h.identity.owner == owner && h.identity.keys.lock() == key);
         held
     }
 
     /// Refuses every later hold, wakes the waiting acquisitions, and hands over the current
     /// holds and the queued waits.
-    pub(crate) fn close(&self) -> (Vec<Arc<Held>>, Vec<QueuedWait>) {
+    pub(crate) fn close(&self) -> (Vec<Arc<Held>>, Vec<HoldIdentity>) {
         let mut state = self.state();
         state.closed = true;
         self.closing.cancel();
@@ -144,18 +145,22 @@ mod tests {
             .engine
             .keys(&name, LockMode::Exclusive)
             .expect("a valid name");
+        let identity = HoldIdentity {
+            keys,
+            owner: format!("o:{n}"),
+            capacity: 1,
+            lease: Duration::from_secs(30),
+            meta: Arc::from(""),
+            label: Cow::Borrowed("default"),
+        };
         let acquired = Acquired {
             name,
-            keys,
-            capacity: 1,
-            owner: format!("o:{n}"),
+            identity,
             token: 1,
-            lease: Duration::from_secs(30),
             watchdog,
             sent_at: Instant::now(),
             ttl: Duration::from_secs(30),
             extend_at: None,
-            label: Cow::Borrowed("default"),
             trace_parent: tracing::Span::none(),
         };
         Held::new(Arc::clone(&client.engine), acquired)
@@ -194,12 +199,21 @@ mod tests {
         held[0].end_locally();
         held[1].mark_lost("a test");
         // Renewed: not ended, not lost, no explicit lease.
-        let renewed: Vec<_> = holds.renewed().iter().map(|h| h.owner.clone()).collect();
+        let renewed: Vec<_> = holds
+            .renewed()
+            .iter()
+            .map(|h| h.identity.owner.clone())
+            .collect();
         assert_eq!(renewed, ["o:2"]);
-        assert_eq!(holds.find("o:1", held[1].keys.lock()).len(), 1);
-        assert!(holds.find("o:0", held[0].keys.lock()).is_empty());
+        assert_eq!(holds.find("o:1", held[1].identity.keys.lock()).len(), 1);
+        assert!(holds.find("o:0", held[0].identity.keys.lock()).is_empty());
         // The shutdown hands over what has not ended (a lost hold is still released).
-        let closed: Vec<_> = holds.close().0.iter().map(|h| h.owner.clone()).collect();
+        let closed: Vec<_> = holds
+            .close()
+            .0
+            .iter()
+            .map(|h| h.identity.owner.clone())
+            .collect();
         assert_eq!(closed, ["o:1", "o:2", "o:3"]);
         assert!(!holds.insert(&hold(&client, 9, true)));
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::error::LockError;
 use crate::lock::engine::Engine;
-use crate::lock::guarded::{Guarded, GuardedRun, OnLost};
+use crate::lock::guarded_run::{Guarded, GuardedRun, OnLost};
 use crate::lock::scope::scope;
 use crate::metrics::{MetricsLabel, DEFAULT_LABEL};
 

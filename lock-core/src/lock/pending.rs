@@ -1,11 +1,11 @@
 //! The clean-up guard of an acquisition under way.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::lock::engine::Engine;
+use crate::lock::identity::HoldIdentity;
 use crate::protocol::calls;
-use crate::protocol::name::{LockKeys, LockName};
+use crate::protocol::name::LockName;
 use crate::protocol::replies::ReleaseReply;
 
 /// An acquisition under way. Unless disarmed, it leaves no trace in Redis: the owner is
@@ -14,32 +14,16 @@ use crate::protocol::replies::ReleaseReply;
 /// It borrows what the clean-up needs from the attempt and copies it only when it must run.
 pub(crate) struct Pending<'a> {
     engine: &'a Arc<Engine>,
-    keys: &'a LockKeys,
-    /// A semaphore's capacity as the caller sees it (1 for the other kinds).
-    capacity: u32,
-    owner: &'a str,
-    lease: Duration,
-    /// The holder metadata the attempts sent (part of the queue entry).
-    meta: &'a str,
+    /// Who the attempts acquired for (its holder metadata is part of the queue entry).
+    identity: &'a HoldIdentity,
     armed: bool,
 }
 
 impl<'a> Pending<'a> {
-    pub(crate) fn new(
-        engine: &'a Arc<Engine>,
-        keys: &'a LockKeys,
-        capacity: u32,
-        owner: &'a str,
-        lease: Duration,
-        meta: &'a str,
-    ) -> Self {
+    pub(crate) fn new(engine: &'a Arc<Engine>, identity: &'a HoldIdentity) -> Self {
         Self {
             engine,
-            keys,
-            capacity,
-            owner,
-            lease,
-            meta,
+            identity,
             armed: true,
         }
     }
@@ -51,15 +35,7 @@ impl<'a> Pending<'a> {
     /// Leaves now, waiting for Redis (errors are left to the waiter's queue deadline).
     pub(crate) async fn leave(mut self) {
         self.armed = false;
-        leave(
-            self.engine,
-            self.keys,
-            self.capacity,
-            self.owner,
-            self.lease,
-            self.meta,
-        )
-        .await;
+        leave(self.engine, self.identity).await;
     }
 }
 
@@ -71,27 +47,28 @@ impl Drop for Pending<'_> {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (engine, keys, lease) = (Arc::clone(self.engine), self.keys.clone(), self.lease);
-        let (capacity, owner, meta) = (self.capacity, self.owner.to_owned(), self.meta.to_owned());
+        let (engine, identity) = (Arc::clone(self.engine), self.identity.clone());
         let cleanups = engine.cleanups.clone();
-        let leave = async move { leave(&engine, &keys, capacity, &owner, lease, &meta).await };
+        let leave = async move { leave(&engine, &identity).await };
         // Tracked: `shutdown()` waits for it, so a process that exits after it leaves no entry.
         cleanups.spawn_on(leave, &runtime);
     }
 }
 
-pub(crate) async fn leave(
-    engine: &Engine,
-    keys: &LockKeys,
-    capacity: u32,
-    owner: &str,
-    lease: Duration,
-    meta: &str,
-) {
+/// Takes `identity` out of its lock's queue, and releases (handing on) a hold it has there.
+pub(crate) async fn leave(engine: &Engine, identity: &HoldIdentity) {
+    let HoldIdentity {
+        keys,
+        owner,
+        capacity,
+        lease,
+        meta,
+        ..
+    } = identity;
     let name = LockName::from(keys.lock());
     let publish = engine.config.publish;
-    let call = calls::release(keys, owner, lease, publish, Some(meta), capacity);
-    for answer in engine.call_each(&name, lease, call).await {
+    let call = calls::release(keys, owner, *lease, publish, Some(meta), *capacity);
+    for answer in engine.call_each(&name, *lease, call).await {
         match answer {
             Ok(ReleaseReply::NotHeld) => {}
             Ok(_) => {

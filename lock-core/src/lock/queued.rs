@@ -5,19 +5,8 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
-use crate::protocol::name::LockKeys;
-
-/// What leaving one queue needs: the arguments of the wait's attempts.
-#[derive(Debug, Clone)]
-pub(crate) struct QueuedWait {
-    pub(crate) keys: LockKeys,
-    pub(crate) capacity: u32,
-    pub(crate) owner: String,
-    pub(crate) lease: Duration,
-    pub(crate) meta: String,
-}
+use crate::lock::identity::HoldIdentity;
 
 /// The queued waits of a client.
 #[derive(Debug, Default)]
@@ -28,7 +17,8 @@ pub(crate) struct Queued {
 #[derive(Debug, Default)]
 struct State {
     next: u64,
-    waits: HashMap<u64, QueuedWait>,
+    /// Who each wait acquires for: what leaving its queue names.
+    waits: HashMap<u64, HoldIdentity>,
 }
 
 /// A wait's entry in the registry, removed when dropped (the wait ended, whichever way).
@@ -44,7 +34,7 @@ impl Queued {
     }
 
     /// Records a wait about to queue.
-    pub(crate) fn enter(self: &Arc<Self>, wait: QueuedWait) -> Entry {
+    pub(crate) fn enter(self: &Arc<Self>, wait: HoldIdentity) -> Entry {
         let mut state = self.state();
         let id = state.next;
         state.next += 1;
@@ -56,7 +46,7 @@ impl Queued {
     }
 
     /// Every wait recorded now, for the shutdown to take out of its queue.
-    pub(crate) fn take(&self) -> Vec<QueuedWait> {
+    pub(crate) fn take(&self) -> Vec<HoldIdentity> {
         self.state().waits.drain().map(|(_, wait)| wait).collect()
     }
 }
@@ -69,16 +59,21 @@ impl Drop for Entry {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+    use std::time::Duration;
+
     use super::*;
     use crate::protocol::kind::mode::LockMode;
+    use crate::protocol::name::LockKeys;
 
-    fn wait(owner: &str) -> QueuedWait {
-        QueuedWait {
+    fn wait(owner: &str) -> HoldIdentity {
+        HoldIdentity {
             keys: LockKeys::for_key(b"k", LockMode::Exclusive, false),
             capacity: 1,
             owner: owner.to_owned(),
             lease: Duration::from_secs(30),
-            meta: String::new(),
+            meta: Arc::from(""),
+            label: Cow::Borrowed("default"),
         }
     }
 

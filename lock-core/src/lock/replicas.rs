@@ -62,7 +62,11 @@ async fn acknowledged(
     let engine = &held.engine;
     let mut conn: Conn = engine.replication.clone().unwrap_or_else(|| engine.conn());
     let command_timeout = engine.config.command_timeout;
-    let touch = calls::touch(&held.keys, &held.owner, held.lease);
+    let touch = calls::touch(
+        &held.identity.keys,
+        &held.identity.owner,
+        held.identity.lease,
+    );
     let ttl: i64 = (touch.invoke(&mut conn, &held.name, command_timeout, command_timeout)).await?;
     if ttl <= 0 {
         held.mark_lost("the lock was gone before its replicas acknowledged it");
@@ -74,7 +78,7 @@ async fn acknowledged(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match conn
-            .wait_replicas(held.keys.lock(), replicas, left.min(slice))
+            .wait_replicas(held.identity.keys.lock(), replicas, left.min(slice))
             .await
         {
             Ok(n) if n >= replicas => return Ok(n),

@@ -74,14 +74,12 @@ pub(crate) async fn renew(client: &Engine, due: &[Arc<Held>]) {
     let sent_at = Instant::now();
     let groups = batches(due, &client.conn());
     let batches = groups.iter().map(|batch| async move {
-        let call = calls::renew(batch.iter().map(|h| (&h.keys, h.owner.as_str(), h.lease)));
+        let identities = batch.iter().map(|h| &h.identity);
+        let call = calls::renew(identities.map(|i| (&i.keys, i.owner.as_str(), i.lease)));
         // Errors name the batch's first lock (the log line gives the batch size); watchdog
         // locks all have the client's lease.
-        let first = &batch[0];
-        (
-            batch,
-            client.call_each(&first.name, first.lease, call).await,
-        )
+        let (name, lease) = (&batch[0].name, batch[0].identity.lease);
+        (batch, client.call_each(name, lease, call).await)
     });
     for (batch, answers) in join_all(batches).await {
         for error in answers.iter().filter_map(|a| a.as_ref().err()) {
@@ -100,10 +98,8 @@ fn batches(due: &[Arc<Held>], conn: &Conn) -> Vec<Vec<Arc<Held>>> {
     if conn.is_cluster() {
         let mut by_slot: std::collections::HashMap<_, Vec<Arc<Held>>> = Default::default();
         for held in due {
-            by_slot
-                .entry(redis::cluster_routing::Slot::for_key(held.keys.lock()))
-                .or_default()
-                .push(Arc::clone(held));
+            let slot = redis::cluster_routing::Slot::for_key(held.identity.keys.lock());
+            by_slot.entry(slot).or_default().push(Arc::clone(held));
         }
         return by_slot
             .into_values()

@@ -7,11 +7,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::LockError;
-use crate::lock::acquire::owner_id;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::held::Acquired;
 use crate::lock::holds::Holds;
+use crate::lock::identity::{owner_id, HoldIdentity};
 use crate::lock::pending::Pending;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::metrics::{self, MetricsLabel};
@@ -32,7 +32,7 @@ pub(super) struct AtOnce {
     pub(super) keys: Vec<LockKeys>,
     pub(super) lease: Duration,
     pub(super) watchdog: bool,
-    pub(super) meta: String,
+    pub(super) meta: Arc<str>,
     pub(super) label: MetricsLabel,
     pub(super) scope: Option<Arc<Scope>>,
 }
@@ -59,21 +59,21 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
     };
     let owner = owner_id(&r.engine.id, next_owner_number(), LockMode::Exclusive);
     let started = Instant::now();
-    let pending: Vec<Pending<'_>> = r
-        .keys
-        .iter()
-        .map(|keys| {
-            Pending::new(
-                &r.engine,
-                keys,
-                EXCLUSIVE_CAPACITY,
-                &owner,
-                r.lease,
-                &r.meta,
-            )
+    let call = calls::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
+    // One identity per name: the same owner, each name's keys.
+    let identities: Vec<HoldIdentity> = (r.keys.into_iter())
+        .map(|keys| HoldIdentity {
+            keys,
+            owner: owner.clone(),
+            capacity: EXCLUSIVE_CAPACITY,
+            lease: r.lease,
+            meta: Arc::clone(&r.meta),
+            label: r.label.clone(),
         })
         .collect();
-    let call = calls::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
+    let pending: Vec<Pending<'_>> = (identities.iter())
+        .map(|identity| Pending::new(&r.engine, identity))
+        .collect();
     let answer = r.engine.call_each(&r.names[0], r.lease, call).await.pop();
     let token = match answer {
         Some(Ok(MultiAcquireReply::Acquired { token })) => token,
@@ -86,19 +86,15 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
         None => return Ok(None),
     };
     pending.into_iter().for_each(Pending::disarm);
-    let guards = r.names.into_iter().zip(r.keys).map(|(name, keys)| {
+    let guards = r.names.into_iter().zip(identities).map(|(name, identity)| {
         let acquired = Acquired {
             name,
-            keys,
-            capacity: EXCLUSIVE_CAPACITY,
-            owner: owner.clone(),
+            identity,
             token,
-            lease: r.lease,
             watchdog: r.watchdog,
             sent_at: started,
             ttl: r.lease,
             extend_at: None,
-            label: r.label.clone(),
             trace_parent: tracing::Span::current(),
         };
         metrics::acquisition(&r.label, Ok(()), started.elapsed(), false);

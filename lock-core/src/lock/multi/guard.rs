@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::error::LockError;
 use crate::lock::guard::{LockGuard, Lost};
-use crate::lock::guarded::Guarded;
+use crate::lock::guarded_run::Guarded;
 use crate::lock::scope::LockInfo;
 use crate::protocol::name::LockName;
 
@@ -112,7 +112,7 @@ impl MultiLockGuard {
     }
 }
 
-impl crate::lock::guarded::sealed::Sealed for MultiLockGuard {}
+impl crate::lock::guarded_run::sealed::Sealed for MultiLockGuard {}
 
 impl Guarded for MultiLockGuard {
     type Lost = MultiLost;

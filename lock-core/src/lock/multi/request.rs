@@ -180,9 +180,7 @@ impl MultiLockRequest {
             keys,
             lease,
             watchdog: self.options.watchdog(),
-            meta: engine
-                .holder_meta(self.options.request_id.as_deref())
-                .into_owned(),
+            meta: engine.holder_meta(self.options.request_id.as_deref()),
             label: self.options.label.clone(),
             scope,
         }))

@@ -109,7 +109,10 @@ impl LockInfo {
 }
 
 fn key(held: &Held, suffix: &str) -> String {
-    format!("{{{}}}:{suffix}", String::from_utf8_lossy(held.keys.lock()))
+    format!(
+        "{{{}}}:{suffix}",
+        String::from_utf8_lossy(held.identity.keys.lock())
+    )
 }
 
 /// One guarded write under `held`; a refusal marks the hold lost.
@@ -128,11 +131,21 @@ async fn write<T: FromRedisValue>(held: &Held, commands: &Pipeline) -> Result<T,
     }
     // Only a Cluster spreads keys over nodes.
     #[cfg(feature = "cluster")]
-    let same_slot = held.keys.is_sharded().then_some(&same_slot as SameSlot<'_>);
+    let same_slot = held
+        .identity
+        .keys
+        .is_sharded()
+        .then_some(&same_slot as SameSlot<'_>);
     #[cfg(not(feature = "cluster"))]
     let same_slot = None;
-    let call =
-        guarded_write(&held.keys, &held.owner, held.token, commands, same_slot).map_err(invalid)?;
+    let call = guarded_write(
+        &held.identity.keys,
+        &held.identity.owner,
+        held.token,
+        commands,
+        same_slot,
+    )
+    .map_err(invalid)?;
     let GuardedReply(replies) = engine.call_one(&held.name, call).await?;
     let Some(replies) = replies else {
         held.mark_lost("a guarded write found the hold no longer current: nothing was written");

@@ -1,0 +1,42 @@
+//! Who a hold is, as Redis knows it: the one value an acquisition builds from its request
+//! and carries down — to its attempts, its clean-up guard, its entry among the client's
+//! queued waits — until it becomes the [`Held`](super::held::Held) hold's own.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::metrics::MetricsLabel;
+use crate::protocol::kind::mode::LockMode;
+use crate::protocol::name::LockKeys;
+
+/// A hold's identity: the arguments that every call about it (acquire, leave the queue,
+/// renew, release) repeats, and its metrics label. Built once per acquisition (per name of
+/// a multi-lock), never changed after.
+#[derive(Debug, Clone)]
+pub(crate) struct HoldIdentity {
+    pub(crate) keys: LockKeys,
+    /// The Redis owner id (see [`owner_id`]).
+    pub(crate) owner: String,
+    /// A semaphore's capacity as this caller sees it (1 for the other kinds), an argument
+    /// of its acquire and release functions.
+    pub(crate) capacity: u32,
+    /// The lease each acquisition, renewal and extension sets; the watchdog renews only
+    /// when the request set none.
+    pub(crate) lease: Duration,
+    /// Holder metadata, sent with every attempt (and so part of a queue entry, which
+    /// leaving the queue names). Shared: the client's own unless the request set a
+    /// request id.
+    pub(crate) meta: Arc<str>,
+    /// The metrics label (see [`LockRequest::metrics_label`](crate::LockRequest::metrics_label)).
+    pub(crate) label: MetricsLabel,
+}
+
+/// The Redis owner id `<client id>:<number>` (Redisson's `<id>:<thread>`), with Redisson's
+/// `:write` suffix for a writer, in one allocation of its final size.
+pub(crate) fn owner_id(client: &str, number: u64, kind: LockMode) -> String {
+    let suffix = kind.owner_suffix();
+    let mut owner = String::with_capacity(client.len() + 1 + 20 + suffix.len());
+    write!(owner, "{client}:{number}{suffix}").expect("writing to a String cannot fail");
+    owner
+}
