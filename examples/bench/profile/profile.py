@@ -1,4 +1,4 @@
-"""Where a contended hand-off's Redis time goes: distlock's functions (library.lua, loaded
+"""Where a contended hand-off's Redis time goes: distlock's functions (the library, loaded
 as lock-core loads it) on a private redis-server, with Redis' own accounting (SLOWLOG per
 call, INFO commandstats, INFO cpu). See BENCHMARKS.md,
 "Where the contended path's time goes". Python 3, no packages; loopback only; bounded.

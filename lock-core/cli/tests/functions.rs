@@ -333,3 +333,33 @@ async fn every_master_of_a_cluster_is_listed_and_cleaned() {
         assert_eq!(library_names(&cluster.nodes()[master]), [current()]);
     }
 }
+
+/// `distlock functions source` prints the library as lock-core loads it, without a Redis:
+/// loaded by hand on a private server, it is this version's library, and a client calls it
+/// without loading it again.
+#[tokio::test]
+async fn source_prints_the_library_an_operator_loads_by_hand() {
+    let out = run(&["--url", "redis://127.0.0.1:1", "functions", "source"]).await;
+    assert!(out.status.success(), "{out:?}");
+    let source = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(source, lock_core::FUNCTIONS_SOURCE);
+    let server = RedisServer::start();
+    let loaded: String = server.command(redis::cmd("FUNCTION").arg("LOAD").arg(&source));
+    let listed = on_json(&server.url(), &["functions", "list"]).await;
+    assert!(listed.to_string().contains(&loaded), "{listed}");
+    let client = LockClient::builder(server.url()).build().unwrap();
+    let guard = tokio::time::timeout(GENEROUS, client.lock("by_hand"))
+        .await
+        .expect("bounded")
+        .unwrap();
+    guard.release().await.unwrap();
+    let stats: String = server.command(redis::cmd("INFO").arg("commandstats"));
+    let loads = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_function|load:"))
+        .unwrap_or_default();
+    assert!(
+        loads.starts_with("cmdstat_function|load:calls=1,"),
+        "{loads}"
+    );
+}
