@@ -347,7 +347,7 @@ mod tests {
         };
         for text in [
             "ERR The user executing the script can't run this command or subcommand script: \
-             distlock_3_acquire, on @user_function:198.",
+             distlock_4_acquire, on @user_function:198.",
             "ERR ACL failure in script: User app has no permissions to run the 'time' command \
              script: on @user_function:198.",
             "NOPERM User app has no permissions to run the 'fcall' command",

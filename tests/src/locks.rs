@@ -140,7 +140,7 @@ pub async fn library_loads(conn: &mut MultiplexedConnection) -> u64 {
 }
 
 /// The name of this client's library, which carries its version.
-pub const LIBRARY_NAME: &str = "distlock_3";
+pub const LIBRARY_NAME: &str = "distlock_4";
 
 /// True when the server has distlock's library, of this client's version.
 pub async fn has_library(conn: &mut MultiplexedConnection) -> bool {

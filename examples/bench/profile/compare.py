@@ -27,8 +27,11 @@ BASE = {'s3': 's'}
 CAPACITY = {'s3': 3}
 # The library's one file, from the Functions library's start until it was split by kind.
 ONE_FILE = 'lock-core/src/protocol/library.lua'
+CONST = library().const
 # Each waiter asks to stay queued as long as lock-core's client asks: the library's minimum.
-WAITER_TTL = library().const['WAITER_TTL_MIN']
+WAITER_TTL = CONST['WAITER_TTL_MIN']
+# Each mode's kind as RENEW names it (a letter the library's prelude defines).
+LETTER = {'x': CONST['EXCLUSIVE'], 'rw': CONST['WRITE'], 's': CONST['PERMIT']}
 # Contended cycles whose every call is logged, for the medians of its two calls.
 SAMPLE = 3000
 
@@ -46,6 +49,11 @@ class Functions:
         self.lib.load(c)
         op = lambda o: ['FCALL', self.lib.fn(cycle.KIND[mode][1] + o)]
         return op('acquire'), op('release')
+    def renew(self, c, mode, ks, owner):
+        """Extends `owner`'s hold to its lease, as its client does when its grant arrives: a
+        hold granted by message lives a claim (1.5 s) until then, and the profiler's pauses
+        between replays (writing the next one, counting) can outlast it."""
+        c.cmd('FCALL', self.lib.fn('renew'), 1, ks[0], owner, cycle.LEASE_MS, LETTER[mode])
 
 class Scripts:
     """A tree from before the library: EVALSHA of the scripts its own resp.py assembles."""
@@ -61,6 +69,8 @@ class Scripts:
     def load(self, c, mode):
         srcs = (self.resp.assemble(self.resp.rd(f), mode) for f in self.FILES[mode])
         return [['EVALSHA', c.cmd('SCRIPT', 'LOAD', s).decode()] for s in srcs]
+    def renew(self, c, mode, ks, owner):
+        """Nothing: before the library, a hand-off granted the waiter's whole lease."""
 
 def tree(rev, root):
     """The protocol of commit `rev` (None: this tree's)."""
@@ -105,6 +115,12 @@ def load_modules(d, scripts):
         sys.modules['resp'] = saved
     return resp, old_cycle
 
+def holds(c, base, ks, owner):
+    """Whether `owner` holds the lock of keys `ks`."""
+    if base == 's':
+        return c.cmd('ZSCORE', ks[0], owner) is not None
+    return c.cmd('HGET', ks[0], owner) is not None
+
 def per_acq(st, cpu, n, t):
     return calls(st, t.stat)[1] / n, cpu * 1e6 / n, inner(st)[0] / n
 
@@ -137,19 +153,20 @@ def contended(port, t, mode, waiters, n):
         for i in range(first, last):
             yield R(i); yield A(i + waiters + 1)
     st, cpu = replay(port, cycles(0, n))
+    assert holds(c, base, ks, cycle.owner(base, n)), 'the chain of hand-offs broke'
+    t.renew(c, base, ks, cycle.owner(base, n))
     k = min(n, SAMPLE)
     c.cmd('CONFIG', 'SET', 'slowlog-max-len', str(40 * k)); c.cmd('SLOWLOG', 'RESET')
     c.cmd('CONFIG', 'SET', 'slowlog-log-slower-than', '0')
     replay(port, cycles(n, n + k))
+    # Before reading the log, which can take longer than the last grant's claim.
+    assert holds(c, base, ks, cycle.owner(base, n + k)), 'the chain of hand-offs broke'
     c.cmd('CONFIG', 'SET', 'slowlog-log-slower-than', '10000')
     per = {}
     for e in c.cmd('SLOWLOG', 'GET', str(40 * k)):
         per.setdefault((e[3][0].lower(), tuple(e[3][1:2])), []).append(e[2])
     c.cmd('SLOWLOG', 'RESET')
     med = lambda words: sorted(per[(words[0].lower().encode(), (words[1].encode(),))])[k // 2]
-    holder = cycle.owner(base, n + k)
-    held = c.cmd('ZSCORE', ks[0], holder) if base == 's' else c.cmd('HGET', ks[0], holder)
-    assert held is not None, 'the chain of hand-offs broke'
     return per_acq(st, cpu, n, t) + (med(r), med(a))
 
 def main():

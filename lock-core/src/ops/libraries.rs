@@ -331,10 +331,10 @@ mod tests {
         let summary: Vec<(u32, usize)> = read.iter().map(|l| (l.version, l.functions)).collect();
         assert_eq!(summary, [(1, 1), (2, 2)]);
         let resp3 = Value::Array(vec![Value::Map(vec![
-            (bulk("library_name"), bulk("distlock_3")),
+            (bulk("library_name"), bulk("distlock_4")),
             (bulk("functions"), Value::Array(vec![function])),
         ])]);
-        assert_eq!(parse_list(resp3).unwrap()[0].name(), "distlock_3");
+        assert_eq!(parse_list(resp3).unwrap()[0].name(), "distlock_4");
         assert!(parse_list(Value::Int(1)).is_err());
     }
 }

@@ -249,7 +249,7 @@ mod tests {
         assert!(is_missing_function(&missing) && !is_unknown_fcall(&missing));
         let old = server_error(
             "ERR",
-            "unknown command `FCALL`, with args beginning with: `distlock_3_acquire`, ",
+            "unknown command `FCALL`, with args beginning with: `distlock_4_acquire`, ",
         );
         assert!(is_unknown_fcall(&old) && !is_missing_function(&old));
         let other = server_error("ERR", "unknown command 'FOO', with args beginning with:");

@@ -194,7 +194,7 @@ mod tests {
             call.words(),
             [
                 &b"FCALL"[..],
-                b"distlock_3_touch",
+                b"distlock_4_touch",
                 b"3",
                 b"p:k",
                 b"distlock__wait:{p:k}",
@@ -208,7 +208,7 @@ mod tests {
             inspect.words(),
             [
                 &b"FCALL_RO"[..],
-                b"distlock_3_inspect",
+                b"distlock_4_inspect",
                 b"2",
                 b"p:k",
                 b"distlock__semwait:{p:k}"
@@ -224,15 +224,15 @@ mod tests {
         let name = |call: &Call<i64>| call.words()[1].to_vec();
         assert_eq!(
             name(&touch(&plain, "u:1", Duration::ZERO)),
-            b"distlock_3_touch"
+            b"distlock_4_touch"
         );
         assert_eq!(
             name(&touch(&sharded, "u:1", Duration::ZERO)),
-            b"distlock_3_touch_cluster"
+            b"distlock_4_touch_cluster"
         );
         let renewed = |keys: &LockKeys| renew([(keys, "u:1", Duration::ZERO)]).words()[1].to_vec();
-        assert_eq!(renewed(&plain), b"distlock_3_renew");
-        assert_eq!(renewed(&sharded), b"distlock_3_renew_cluster");
+        assert_eq!(renewed(&plain), b"distlock_4_renew");
+        assert_eq!(renewed(&sharded), b"distlock_4_renew_cluster");
     }
 
     /// A release that is not leaving the queue sends no metadata: nil in Lua.
@@ -259,6 +259,6 @@ mod tests {
             1,
         );
         assert_eq!(call.words().last(), Some(&&b"read"[..]));
-        assert_eq!(call.words()[1], b"distlock_3_rw_acquire");
+        assert_eq!(call.words()[1], b"distlock_4_rw_acquire");
     }
 }

@@ -54,7 +54,7 @@
 //! 1. Write it as a `local function` in its kind's file under `library/` (a new file goes
 //!    into [`LIBRARY`](library::LIBRARY)'s `concat!`, below the files it uses). It reads its
 //!    keys and arguments by name in its first lines and answers a shape stated above it
-//!    (a hold's end answers a `REPLY` code).
+//!    (a hold's end answers a reply code of [`replies`]).
 //! 2. Add its line to the table in `functions!` ([`library`]): its variant, its Lua
 //!    function, and whether it only reads, may run under OOM, fails fast and has a Cluster
 //!    variant. The [`Function`](library::Function) variant, its name and its registration

@@ -3,10 +3,10 @@
 //! file under `library/`.
 //!
 //! Every function that ends a hold answers one of four codes, one meaning each across
-//! functions (`REPLY` in `library/common.lua`, [`ReleaseReply`] here; the library's tests
+//! functions (constants in `library/common.lua`, [`ReleaseReply`] here; the library's tests
 //! compare the two):
 //!
-//! | code | `REPLY.` | [`ReleaseReply`] | meaning |
+//! | code | Lua | [`ReleaseReply`] | meaning |
 //! | --- | --- | --- | --- |
 //! | 0 | `NOT_HELD` | `NotHeld` | the caller held nothing — or, for COMPLETE, not with its token; for a FORCE_RELEASE, there was no lock. Nothing was released. |
 //! | 1 | `RELEASED` | `Released` | the hold ended and its release was published (or, for a read-write lock, other holds remain) |

@@ -14,8 +14,8 @@ local function complete(keys, args)
   local held = redis.call('hmget', key, owner, HOLDER_FIELD)
   local count = tonumber(held[1] or '0')
   if count <= 0 or not is_current(held[2], owner, token) then
-    return REPLY.NOT_HELD
+    return NOT_HELD
   end
   redis.call('set', record, value, 'px', retention_ms)
-  return end_hold(key, queue, nil, owner, count, held[2], lease_ms, publish)
+  return end_hold(key, queue, nil, held[2], publish, owner, count, lease_ms)
 end

@@ -1,18 +1,16 @@
 ------------------------------------------------------------------------------------------
 -- The exclusive lock: Redisson's RLock.
 
--- Takes the (free) lock `key` for `owner` with `token` (a number or its text) for `ttl_ms`;
--- returns the token.
+-- Takes the (free) lock `key` for `owner` with `token` (text) for `ttl_ms`.
 local function grant(key, owner, meta, ttl_ms, token)
   redis.call('hset', key, owner, '1', HOLDER_FIELD, record_of(token, owner, meta))
   redis.call('pexpire', key, ttl_ms)
-  return token
 end
 -- Grants the (free) lock to the first waiter whose deadline has not passed and whose client
 -- hears the grant, dropping the others: `t` the Redis clock, `floor` the lowest token the
 -- grant must exceed, `skip` the queue member that is the caller (granted its lease, with no
 -- message; '' for none), `head` and `arrival` the queue's first member and its score when
--- the caller already popped it (else nil). Returns member, token or nil.
+-- the caller already popped it (else nil). Returns member, token (a number) or nil.
 local function grant_next(key, queue, t, floor, skip, publish, head, arrival)
   local now = ms_of(t)
   for _ = 1, 64 do
@@ -24,59 +22,63 @@ local function grant_next(key, queue, t, floor, skip, publish, head, arrival)
     if alive(queue, head, now, arrival) then
       local lease_ms, owner, meta = parse_member(head)
       local token = token_at(t, floor)
+      local text = text_of(token)
       if head == skip then
-        return head, grant(key, owner, meta, lease_ms, token)
+        grant(key, owner, meta, lease_ms, text)
+        return head, token
       end
-      if publish_grant(publish, key, owner, token) then
-        return head, grant(key, owner, meta, claim_of(lease_ms), token)
+      if publish_grant(publish, key, owner, text) then
+        grant(key, owner, meta, claim_of(lease_ms), text)
+        return head, token
       end
     end
     head = nil
   end
   return nil
 end
--- Ends the lock's last hold (the hash goes, its record with it) and hands the lock on to
--- the first live waiter whose client hears the grant, or publishes its release: `fence`
--- Redlock's fence floor or nil, `previous` the ended hold's record (or nil), whose token
--- the next must exceed. The uncontended path is the first pop finding nobody queued; else
--- the popped waiter is the hand-off's first candidate. Answers HANDED_OVER or RELEASED.
-local function hand_on(key, queue, fence, previous, publish)
+-- Ends a hold of the lock whose record is `previous` (or nil): one of `owner`'s `count`
+-- (> 0) holds, or every hold when `count` is nil (a force release). While a reentrant
+-- hold remains (Redisson clients) its lease is set again; else the hash goes (the record
+-- with it) and the lock is handed on to the first live waiter whose client hears the
+-- grant, with a token above `previous`'s and `fence` (Redlock's fence floor, or nil), or
+-- its release is published. The uncontended path is the first pop finding nobody queued;
+-- else the popped waiter is the hand-off's first candidate. Answers STILL_HELD,
+-- HANDED_OVER or RELEASED.
+local function end_hold(key, queue, fence, previous, publish, owner, count, lease_ms)
+  if count and count > 1 then
+    redis.call('hincrby', key, owner, '-1')
+    redis.call('pexpire', key, lease_ms)
+    return STILL_HELD
+  end
   redis.call('del', key)
   local popped = redis.call('zpopmin', queue)
   local head, arrival = popped[1], popped[2]
   if not head then
     redis.call(publish, channel(LOCK_CHANNEL, key), RELEASE_MESSAGE)
-    return REPLY.RELEASED
+    return RELEASED
   end
   local t = redis.call('time')
-  -- The common hand-off: a recent head, and without a fence floor to read.
-  local lease_ms, owner, meta = parse_member(head)
-  if owner and not fence and recent(ms_of(t), arrival) then
-    local token = grant_recent(key, queue, t, head, owner, previous, publish)
-    if token then
-      grant(key, owner, meta, claim_of(lease_ms), token)
-      return REPLY.HANDED_OVER
+  -- The common hand-off: a recent head, and without a fence floor to read (`grant`
+  -- written out, as on the uncontended path of ACQUIRE).
+  local its_lease, its_owner, its_meta = parse_member(head)
+  if its_owner and not fence and recent(ms_of(t), arrival) then
+    redis.call('zrem', queue, '~' .. head)
+    local token = handoff_token(t, previous)
+    if publish_grant(publish, key, its_owner, token) then
+      redis.call('hset', key, its_owner, '1', HOLDER_FIELD,
+        record_of(token, its_owner, its_meta))
+      redis.call('pexpire', key, claim_of(its_lease))
+      return HANDED_OVER
     end
     -- Its client is gone: the next live waiter's turn.
     head = nil
   end
   local floor = floor_of(fence, token_of(previous))
   if grant_next(key, queue, t, floor, '', publish, head, arrival) then
-    return REPLY.HANDED_OVER
+    return HANDED_OVER
   end
   redis.call(publish, channel(LOCK_CHANNEL, key), RELEASE_MESSAGE)
-  return REPLY.RELEASED
-end
--- Ends one of `owner`'s `count` (> 0) holds, the lock's record `record`: a reentrant hold
--- remains (Redisson clients), its lease set again, or the lock is handed on (`hand_on`).
--- Answers STILL_HELD, HANDED_OVER or RELEASED.
-local function end_hold(key, queue, fence, owner, count, record, lease_ms, publish)
-  if count > 1 then
-    redis.call('hincrby', key, owner, '-1')
-    redis.call('pexpire', key, lease_ms)
-    return REPLY.STILL_HELD
-  end
-  return hand_on(key, queue, fence, record, publish)
+  return RELEASED
 end
 
 -- ACQUIRE: takes the lock for an owner, or queues the owner as a waiter.
@@ -87,9 +89,12 @@ local function acquire(keys, args)
   local key, queue, fence = keys[1], keys[2], keys[3]
   local lease_ms, owner, meta, waiter_ttl_ms, publish = args[1], args[2], args[3], args[4], args[5]
   local present = redis.call('exists', key, queue)
-  -- The uncontended path first: a free lock with nobody queued costs four calls.
+  -- The uncontended path first: a free lock with nobody queued costs four calls (and
+  -- `grant`'s two, written out: no Lua call more than needed on every cycle's path).
   if present == 0 and not fence then
-    local token = grant(key, owner, meta, lease_ms, micros_text(redis.call('time')))
+    local token = micros_text(redis.call('time'))
+    redis.call('hset', key, owner, '1', HOLDER_FIELD, record_of(token, owner, meta))
+    redis.call('pexpire', key, lease_ms)
     return {1, tonumber(token)}
   end
   local t = redis.call('time')
@@ -114,7 +119,9 @@ local function acquire(keys, args)
       return {1, token}
     end
     if not head then
-      return {1, grant(key, owner, meta, lease_ms, token_at(t, floor))}
+      token = token_at(t, floor)
+      grant(key, owner, meta, lease_ms, text_of(token))
+      return {1, token}
     end
     record = redis.call('hget', key, HOLDER_FIELD)
   end
@@ -138,9 +145,9 @@ local function release(keys, args)
     if meta then
       dequeue(queue, member(lease_ms, owner, meta))
     end
-    return REPLY.NOT_HELD
+    return NOT_HELD
   end
-  return end_hold(key, queue, fence, owner, count, held[2], lease_ms, publish)
+  return end_hold(key, queue, fence, held[2], publish, owner, count, lease_ms)
 end
 
 -- TOUCH: sets the lease of the owner's hold again — a write even when the TTL stays the
@@ -155,14 +162,14 @@ local function touch(keys, args)
 end
 
 -- FORCE_RELEASE: deletes the lock whoever holds it (its record goes with it), then hands it
--- on (see `hand_on`). Answers NOT_HELD when there was no lock, else as `hand_on`.
+-- on (see `end_hold`). Answers NOT_HELD when there was no lock, else as `end_hold`.
 local function force_release(keys, args)
   local key, queue, fence = keys[1], keys[2], keys[3]
   local publish = args[1]
   if redis.call('exists', key) == 0 then
-    return REPLY.NOT_HELD
+    return NOT_HELD
   end
-  return hand_on(key, queue, fence, redis.call('hget', key, HOLDER_FIELD), publish)
+  return end_hold(key, queue, fence, redis.call('hget', key, HOLDER_FIELD), publish)
 end
 
 -- FENCE_FLOOR (Redlock): raises the node's fence floor to at least a token, for a lease, so

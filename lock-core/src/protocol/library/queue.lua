@@ -2,20 +2,20 @@
 -- The fair queue and its hand-offs, for every kind: waiters' members, their liveness, and
 -- the grant a hand-off publishes to the waiter it picks.
 
--- Tells waiter `owner` that it holds the lock `key` now, with `token` (a number or its
--- text). Only on its client's grants channel (the client id is the owner's text before its
--- first ':'), so no other process waiting here hears it. False, with nothing published,
--- when nobody listens there: the waiter's client is gone, and the caller skips it.
--- Counted before publishing, not by PUBLISH's answer: a message this server publishes also
--- reaches the listeners of its replicas, so a waiter still listening on a demoted master
--- would hear a grant that was never written.
+-- Tells waiter `owner` that it holds the lock `key` now, with `token` (text). Only on its
+-- client's grants channel (the client id is the owner's text before its first ':'), so no
+-- other process waiting here hears it. False, with nothing published, when nobody listens
+-- there: the waiter's client is gone, and the caller skips it. Counted before publishing,
+-- not by PUBLISH's answer: a message this server publishes also reaches the listeners of
+-- its replicas, so a waiter still listening on a demoted master would hear a grant that
+-- was never written.
 local function publish_grant(publish, key, owner, token)
   local grants = GRANTS_PREFIX .. '{' .. key .. '}:' .. string.match(owner, '^[^:]*')
   if not (on_cluster and publish == 'publish') then
     local count = publish == 'spublish' and 'shardnumsub' or 'numsub'
     if redis.call('pubsub', count, grants)[2] == 0 then return false end
   end
-  redis.call(publish, grants, GRANT_PREFIX .. owner .. ':' .. text_of(token))
+  redis.call(publish, grants, GRANT_PREFIX .. owner .. ':' .. token)
   return true
 end
 -- The TTL of a hold granted by message: the waiter's lease (text), at most CLAIM_MS. Its
@@ -66,14 +66,4 @@ local function alive(queue, head, now, arrival)
   local live = (arrival and recent(now, arrival)) or live_at(queue, head, now)
   redis.call('zrem', queue, '~' .. head)
   return live
-end
--- Grants a free lock to the queue's head `head`, just popped, which queued less than
--- WAITER_TTL_MIN ago (alive: see `recent`), as `owner`: its deadline goes, and its token is
--- above the last holder's (its record `previous`, or nil), compared as text. The token
--- (text) when the head's client hears the grant, else nil: the caller writes the hold.
-local function grant_recent(key, queue, t, head, owner, previous, publish)
-  redis.call('zrem', queue, '~' .. head)
-  local token = handoff_token(t, previous)
-  if publish_grant(publish, key, owner, token) then return token end
-  return nil
 end

@@ -12,7 +12,8 @@ local function rw_acquire(keys, args)
   -- The uncontended path first: a free lock with nobody queued costs five calls.
   if present == 0 then
     local token = micros_text(redis.call('time'))
-    return {1, tonumber(grant_side(key, owner, meta, lease_ms, token, true))}
+    grant_side(key, owner, side == 'write', meta, lease_ms, token, true)
+    return {1, tonumber(token)}
   end
   -- The lock's mode and the caller's hold count in one call.
   local state = redis.call('hmget', key, 'mode', owner)
@@ -52,7 +53,9 @@ local function rw_acquire(keys, args)
   -- A reader joining readers with nobody queued (a mode and one key: the lock, no queue):
   -- no need to read every hold.
   if side == 'read' and mode == 'read' and present == 1 then
-    return {1, grant_side(key, owner, meta, lease_ms, token_at(t, 0), false)}
+    local token = token_at(t, 0)
+    grant_side(key, owner, false, meta, lease_ms, text_of(token), false)
+    return {1, token}
   end
   local readers, writers, top, record = rw_holds(key)
   -- Readers hold it, or nobody (a writer's hold returned above): dead readers go, then the
@@ -69,7 +72,8 @@ local function rw_acquire(keys, args)
     rw_grant_waiting(key, queue, t, top, me, publish, free, reading)
   if not token and redis.call('exists', queue) == 0
       and (free or (reading and side == 'read')) then
-    token = grant_side(key, owner, meta, lease_ms, token_at(t, top), free)
+    token = token_at(t, top)
+    grant_side(key, owner, side == 'write', meta, lease_ms, text_of(token), free)
   end
   if token then
     return {1, token}
@@ -98,12 +102,31 @@ local function rw_release(keys, args)
   local size = count == '1' and redis.call('hlen', key) or 0
   local writer = is_writer(owner)
   if size == 3 then
-    -- The only hold ends.
+    -- The only hold ends. The uncontended path is the first pop finding nobody queued; the
+    -- common hand-off is to a recent writer at the head; else `hand_over`, which may grant
+    -- several readers.
     redis.call('del', key)
     if not writer then
       redis.call('del', timeout_key(key, owner, 1))
     end
-    return rw_hand_on(key, queue, state[2], writer, publish)
+    local popped = redis.call('zpopmin', queue)
+    local head = popped[1]
+    if not head then
+      return rw_released(key, writer, publish)
+    end
+    local t = redis.call('time')
+    local its_lease, its_owner, its_meta = parse_member(head)
+    if its_owner and is_writer(its_owner) and recent(ms_of(t), popped[2]) then
+      redis.call('zrem', queue, '~' .. head)
+      local token = handoff_token(t, state[2])
+      if publish_grant(publish, key, its_owner, token) then
+        grant_side(key, its_owner, true, its_meta, claim_of(its_lease), token, true)
+        return HANDED_OVER
+      end
+      -- Its client is gone: the next live waiters' turn.
+      popped = nil
+    end
+    return hand_over(key, queue, t, token_of(state[2]), writer, publish, popped)
   end
   local floor = token_of(state[2])
   local holds_now = tonumber(count or '0')
@@ -111,14 +134,14 @@ local function rw_release(keys, args)
     if meta then
       dequeue(queue, member(lease_ms, owner, meta))
     end
-    return REPLY.NOT_HELD
+    return NOT_HELD
   end
   if holds_now > 1 then
     redis.call('hincrby', key, owner, '-1')
     if not writer then
       redis.call('del', timeout_key(key, owner, holds_now))
     end
-    return REPLY.STILL_HELD
+    return STILL_HELD
   end
   -- One hold of several ends.
   if not writer then
@@ -128,7 +151,7 @@ local function rw_release(keys, args)
   if not writer and redis.call('exists', queue) == 0 then
     -- Other holds remain and nobody waits: nothing to hand on, no need to read every hold
     -- (dead readers go with the hash's TTL, or at the next contended call).
-    return REPLY.RELEASED
+    return RELEASED
   end
   local t = redis.call('time')
   local readers, writers, top = rw_holds(key)
@@ -140,7 +163,7 @@ local function rw_release(keys, args)
       redis.call('hset', key, 'mode', 'read')
     end
     rw_grant_waiting(key, queue, t, floor, '', publish, false, reading)
-    return REPLY.RELEASED
+    return RELEASED
   end
   -- Every other holder died: nobody holds it now.
   redis.call('del', key)

@@ -54,20 +54,18 @@ local function prune_readers(key, readers, writers)
   end
   return left
 end
--- Gives `owner` its side (write for a ':write' owner, else read) with `token` (a number or
--- its text) for `ttl_ms`; returns the token. The hash lives as long as its longest hold: `fresh` says
--- it was just created (no TTL yet), so its TTL need not be read.
-local function grant_side(key, owner, meta, ttl_ms, token, fresh)
-  local side = is_writer(owner) and 'write' or 'read'
-  redis.call('hset', key, 'mode', side, owner, '1', record_field(owner),
-    record_of(token, owner, meta))
-  if side == 'read' then
+-- Gives `owner` its side (`writer`: write, for an owner ending in ':write'; else read) with
+-- `token` (text) for `ttl_ms`. The hash lives as long as its longest hold: `fresh` says it
+-- was just created (no TTL yet), so its TTL need not be read.
+local function grant_side(key, owner, writer, meta, ttl_ms, token, fresh)
+  redis.call('hset', key, 'mode', writer and 'write' or 'read', owner, '1',
+    record_field(owner), record_of(token, owner, meta))
+  if not writer then
     redis.call('set', timeout_key(key, owner, 1), '1', 'px', ttl_ms)
   end
   if fresh or redis.call('pttl', key) < tonumber(ttl_ms) then
     redis.call('pexpire', key, ttl_ms)
   end
-  return token
 end
 -- Grants the lock to the waiters at the head of the queue, in arrival order, while they
 -- fit: a writer when nobody holds it, readers while nobody writes (a writer at the head
@@ -77,7 +75,7 @@ end
 -- holds (the hash is gone); `reading`: only readers hold.
 -- `popped`: the queue's head {member, arrival} when the caller already took it off (a free
 -- lock's only), else nil. Returns the token granted to `skip` (or nil), how many were
--- granted, and the new `free` and `reading`.
+-- granted (a number), and the new `free` and `reading`.
 local function rw_grant_waiting(key, queue, t, floor, skip, publish, free, reading, popped)
   local now = ms_of(t)
   local token_of_skip, granted = nil, 0
@@ -102,10 +100,12 @@ local function rw_grant_waiting(key, queue, t, floor, skip, publish, free, readi
     end
     if alive(queue, head, now, first[2]) and owner then
       local token = token_at(t, floor)
+      local text = text_of(token)
       if head == skip then
-        token_of_skip = grant_side(key, owner, meta, lease_ms, token, free)
-      elseif publish_grant(publish, key, owner, token) then
-        grant_side(key, owner, meta, claim_of(lease_ms), token, free)
+        grant_side(key, owner, writer, meta, lease_ms, text, free)
+        token_of_skip = token
+      elseif publish_grant(publish, key, owner, text) then
+        grant_side(key, owner, writer, meta, claim_of(lease_ms), text, free)
       else
         token = nil
       end
@@ -122,7 +122,7 @@ end
 local function rw_released(key, writer, publish)
   redis.call(publish, channel(RW_CHANNEL, key),
     writer and WRITE_RELEASE_MESSAGE or RELEASE_MESSAGE)
-  return REPLY.RELEASED
+  return RELEASED
 end
 -- Hands the lock, which nobody holds any more (the hash is gone), to the waiters at the
 -- head of the queue (with tokens above `floor`; `popped` as for rw_grant_waiting), or
@@ -131,30 +131,7 @@ end
 local function hand_over(key, queue, t, floor, writer, publish, popped)
   local _, granted = rw_grant_waiting(key, queue, t, floor, '', publish, true, false, popped)
   if granted > 0 then
-    return REPLY.HANDED_OVER
+    return HANDED_OVER
   end
   return rw_released(key, writer, publish)
-end
--- The read-write lock's `hand_on`: its last hold (a `writer`'s or a reader's, its record
--- `previous`) ended and the hash is gone. The uncontended path is the first pop finding
--- nobody queued; the common hand-off is to a recent writer at the head; else `hand_over`,
--- which may grant several readers. Answers HANDED_OVER or RELEASED.
-local function rw_hand_on(key, queue, previous, writer, publish)
-  local popped = redis.call('zpopmin', queue)
-  local head = popped[1]
-  if not head then
-    return rw_released(key, writer, publish)
-  end
-  local t = redis.call('time')
-  local lease_ms, owner, meta = parse_member(head)
-  if owner and is_writer(owner) and recent(ms_of(t), popped[2]) then
-    local token = grant_recent(key, queue, t, head, owner, previous, publish)
-    if token then
-      grant_side(key, owner, meta, claim_of(lease_ms), token, true)
-      return REPLY.HANDED_OVER
-    end
-    -- Its client is gone: the next live waiters' turn.
-    popped = nil
-  end
-  return hand_over(key, queue, t, token_of(previous), writer, publish, popped)
 end

@@ -12,6 +12,11 @@ end
 local function parse_sem_member(m)
   return string.match(m, '^(%d+):(%d+)|([^|]*)|?(.*)$')
 end
+-- The capacity (text) of a semaphore's queue member, or nil: `parse_sem_member`'s second
+-- field alone, without copying out the rest.
+local function sem_capacity(m)
+  return string.match(m, '^%d+:(%d+)|')
+end
 -- True when the first permit to expire, `first` (a ZRANGE 0 0 WITHSCORES answer, or false
 -- for none), has expired at `now`.
 local function expired(first, now)
@@ -40,12 +45,10 @@ local function expire_at_latest(key, holders, now)
     expire_both(key, holders, string.format('%d', tonumber(last[2]) - now))
   end
 end
--- Gives `owner` a permit until Redis time `t` + `ttl_ms`, with `token` (a number or its
--- text); returns the token.
-local function give(key, holders, owner, meta, ttl_ms, t, token)
-  redis.call('zadd', key, string.format('%d', ms_of(t) + tonumber(ttl_ms)), owner)
+-- Gives `owner` a permit until `now` (ms, the Redis clock) + `ttl_ms`, with `token` (text).
+local function give(key, holders, owner, meta, ttl_ms, now, token)
+  redis.call('zadd', key, string.format('%d', now + tonumber(ttl_ms)), owner)
   redis.call('hset', holders, owner, record_of(token, owner, meta))
-  return token
 end
 -- Grants permits to the waiters at the head of the queue, in arrival order (with rising
 -- tokens), while fewer than the head's own capacity are held (`held` of them now, counted
@@ -71,15 +74,16 @@ local function sem_grant_waiting(key, queue, holders, t, skip, publish, held, fi
     redis.call('zrem', queue, m)
     if alive(queue, m, now, head[2]) and capacity then
       local token, ttl = token_at(t, last), tonumber(lease_ms)
+      local text = text_of(token)
       if m == skip then
         token_of_skip = token
-      elseif publish_grant(publish, key, owner, token) then
+      elseif publish_grant(publish, key, owner, text) then
         ttl = claim_of(lease_ms)
       else
         token = nil
       end
       if token then
-        give(key, holders, owner, meta, ttl, t, token)
+        give(key, holders, owner, meta, ttl, now, text)
         granted, last, held = granted + 1, token, held + 1
         longest = math.max(longest, ttl)
       end
@@ -106,7 +110,8 @@ local function sem_acquire(keys, args)
   -- The uncontended path first: no permit held and nobody queued costs six calls.
   if redis.call('exists', key, queue) == 0 then
     local t = redis.call('time')
-    local token = give(key, holders, owner, meta, lease_ms, t, micros_text(t))
+    local token = micros_text(t)
+    give(key, holders, owner, meta, lease_ms, ms_of(t), token)
     expire_both(key, holders, lease_ms)
     return {1, tonumber(token)}
   end
@@ -158,7 +163,8 @@ local function sem_acquire(keys, args)
     token, granted, waiting = sem_grant_waiting(key, queue, holders, t, me, publish, held)
   end
   if not token and not waiting and held + granted < tonumber(capacity) then
-    token = give(key, holders, owner, meta, lease_ms, t, token_at(t, 0))
+    token = token_at(t, 0)
+    give(key, holders, owner, meta, lease_ms, now, text_of(token))
   end
   if changed or granted > 0 or token then
     expire_at_latest(key, holders, now)
@@ -184,7 +190,7 @@ local function sem_release(keys, args)
     if meta then
       dequeue(queue, sem_member(lease_ms, capacity, owner, meta))
     end
-    return REPLY.NOT_HELD
+    return NOT_HELD
   end
   -- The queue's first two (none: nobody waits, so nobody listens either — the uncontended
   -- path; else the head is the hand-off's first candidate, and the one behind it says
@@ -192,7 +198,7 @@ local function sem_release(keys, args)
   local heads = redis.call('zrange', queue, '0', '1', 'WITHSCORES')
   redis.call('hdel', holders, owner)
   if not heads[1] then
-    return REPLY.RELEASED
+    return RELEASED
   end
   local t = redis.call('time')
   local held = redis.call('zcard', key)
@@ -204,22 +210,23 @@ local function sem_release(keys, args)
   -- than will be).
   local head = heads[1]
   local its_lease, its_capacity, its_owner, its_meta = parse_sem_member(head)
-  local _, next_capacity = parse_sem_member(heads[3] or '')
+  local next_capacity = heads[3] and sem_capacity(heads[3])
   if its_owner and held < tonumber(its_capacity) and not expired(first, now)
       and recent(now, heads[2])
       and not (next_capacity and tonumber(next_capacity) > held + 1) then
-    redis.call('zrem', queue, head)
-    local token = grant_recent(key, queue, t, head, its_owner, nil, publish)
-    if token then
+    redis.call('zrem', queue, head, '~' .. head)
+    -- No previous holder's token to exceed: each permit's token is the clock.
+    local token = micros_text(t)
+    if publish_grant(publish, key, its_owner, token) then
       local claim = claim_of(its_lease)
-      give(key, holders, its_owner, its_meta, claim, t, token)
+      give(key, holders, its_owner, its_meta, claim, now, token)
       -- Both keys live until the latest permit's expiry: this one's, unless a permit held
       -- lasts longer. With none held, both went with the last one: the grant made them
       -- afresh.
       if held == 0 or redis.call('pttl', key) < claim then
         expire_both(key, holders, claim)
       end
-      return REPLY.HANDED_OVER
+      return HANDED_OVER
     end
     -- Its client is gone: the next live waiters' turn.
     heads = nil
@@ -231,7 +238,7 @@ local function sem_release(keys, args)
     sem_grant_waiting(key, queue, holders, t, '', publish, held, heads)
   if granted == 0 then
     redis.call(publish, channel(SEMAPHORE_CHANNEL, key), RELEASE_MESSAGE)
-    return REPLY.RELEASED
+    return RELEASED
   end
   if held == 0 then
     -- Both keys went with the last permit: the grants made them afresh.
@@ -239,7 +246,7 @@ local function sem_release(keys, args)
   else
     expire_at_latest(key, holders, now)
   end
-  return REPLY.HANDED_OVER
+  return HANDED_OVER
 end
 
 -- SEM_TOUCH: writes the semaphore again (see TOUCH); the permit keeps the expiry it was
