@@ -124,24 +124,24 @@ def holds(c, base, ks, owner):
 def per_acq(st, cpu, n, t):
     return calls(st, t.stat)[1] / n, cpu * 1e6 / n, inner(st)[0] / n
 
-def uncontended(port, t, mode, n):
-    c = Conn(port); c.cmd('FLUSHALL')
+def uncontended_cycles(c, t, mode):
+    """An empty server with `t`'s library, and `cycles(first, last)`: the uncontended
+    cycles (acquire and release) of names `first` to `last`, each name fresh."""
+    c.cmd('FLUSHALL')
     base, cap = BASE.get(mode, mode), CAPACITY.get(mode, 1)
     a, r = t.load(c, base)
-    def gen():
-        for i in range(n):
+    def cycles(first, last):
+        for i in range(first, last):
             ks = t.keys(base, 'n%d' % i)
             yield a + [len(ks)] + ks + cycle.acquire_args(base, 0, WAITER_TTL, cap)
             yield r + [len(ks)] + ks + cycle.release_args(base, 0, cap)
-    st, cpu = replay(port, gen())
-    assert c.cmd('DBSIZE') == 0, 'the uncontended cycle left keys'
-    return per_acq(st, cpu, n, t)
+    return cycles
 
-def contended(port, t, mode, waiters, n):
-    """As `per_acq`, then the median µs of a hand-off (release) and of a busy acquire, from
-    SLOWLOG on SAMPLE more cycles (it logs every call, those inside functions and scripts
-    too)."""
-    c = Conn(port); c.cmd('FLUSHALL')
+def contended_cycles(c, t, mode, waiters):
+    """A server with `t`'s library and one name: its holder (owner 0) and `waiters` queued
+    (owners 1…). Returns its keys and `cycles(first, last)`: in cycle i, owner i releases
+    (handing over to the head, owner i + 1) and owner i + waiters + 1 queues."""
+    c.cmd('FLUSHALL')
     base, cap = BASE.get(mode, mode), CAPACITY.get(mode, 1)
     a, r = t.load(c, base)
     ks = t.keys(base, 'L')
@@ -152,6 +152,23 @@ def contended(port, t, mode, waiters, n):
     def cycles(first, last):
         for i in range(first, last):
             yield R(i); yield A(i + waiters + 1)
+    return ks, cycles
+
+def uncontended(port, t, mode, n):
+    c = Conn(port)
+    st, cpu = replay(port, uncontended_cycles(c, t, mode)(0, n))
+    assert c.cmd('DBSIZE') == 0, 'the uncontended cycle left keys'
+    return per_acq(st, cpu, n, t)
+
+def contended(port, t, mode, waiters, n):
+    """As `per_acq`, then the median µs of a hand-off (release) and of a busy acquire, from
+    SLOWLOG on SAMPLE more cycles (it logs every call, those inside functions and scripts
+    too)."""
+    c = Conn(port)
+    base = BASE.get(mode, mode)
+    ks, cycles = contended_cycles(c, t, mode, waiters)
+    # A cycle's two calls, whose first words name them in the log.
+    r, a = cycles(0, 1)
     st, cpu = replay(port, cycles(0, n))
     assert holds(c, base, ks, cycle.owner(base, n)), 'the chain of hand-offs broke'
     t.renew(c, base, ks, cycle.owner(base, n))

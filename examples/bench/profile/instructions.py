@@ -57,31 +57,17 @@ def counted(pid, out, port, commands):
     return int(re.search(r'^(?:summary|totals): (\d+)', text, re.M).group(1))
 
 def uncontended(port, pid, out, t, mode, n):
-    c = Conn(port); c.cmd('FLUSHALL')
-    base, cap = compare.BASE.get(mode, mode), compare.CAPACITY.get(mode, 1)
-    a, r = t.load(c, base)
-    def gen(first, last):
-        for i in range(first, last):
-            ks = t.keys(base, 'n%d' % i)
-            yield a + [len(ks)] + ks + cycle.acquire_args(base, 0, compare.WAITER_TTL, cap)
-            yield r + [len(ks)] + ks + cycle.release_args(base, 0, cap)
-    replay(port, gen(0, WARM))
-    ins = counted(pid, out, port, gen(WARM, WARM + n))
+    c = Conn(port)
+    cycles = compare.uncontended_cycles(c, t, mode)
+    replay(port, cycles(0, WARM))
+    ins = counted(pid, out, port, cycles(WARM, WARM + n))
     assert c.cmd('DBSIZE') == 0, 'the uncontended cycle left keys'
     return ins / n
 
 def contended(port, pid, out, t, mode, waiters, n):
-    c = Conn(port); c.cmd('FLUSHALL')
-    base, cap = compare.BASE.get(mode, mode), compare.CAPACITY.get(mode, 1)
-    a, r = t.load(c, base)
-    ks = t.keys(base, 'L')
-    A = lambda i: a + [len(ks)] + ks + cycle.acquire_args(base, i, compare.WAITER_TTL, cap)
-    R = lambda i: r + [len(ks)] + ks + cycle.release_args(base, i, cap)
-    for x in c.pipe([A(i) for i in range(waiters + 1)]):
-        if isinstance(x, Exception): raise x
-    def cycles(first, last):
-        for i in range(first, last):
-            yield R(i); yield A(i + waiters + 1)
+    c = Conn(port)
+    base = compare.BASE.get(mode, mode)
+    ks, cycles = compare.contended_cycles(c, t, mode, waiters)
     replay(port, cycles(0, WARM))
     t.renew(c, base, ks, cycle.owner(base, WARM))
     ins = counted(pid, out, port, cycles(WARM, WARM + n))
