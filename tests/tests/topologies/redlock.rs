@@ -44,23 +44,55 @@ where
 }
 
 async fn keys_everywhere(servers: &[RedisServer]) -> usize {
-    let mut total = 0;
-    for server in servers.iter().filter(|s| s.is_running()) {
-        let mut conn = server.conn().await;
-        let keys: Vec<String> = conn.keys("*").await.unwrap();
-        total += keys
-            .iter()
-            .filter(|k| !k.starts_with("distlock__fence"))
-            .count();
-    }
-    total
+    keys_left(servers).await.len()
 }
 
-/// 3 and 5 nodes: 3 clients × 4 tasks never overlap, and tokens only grow.
+/// The keys left on the running nodes, but fence floors (they outlive holds on purpose), each
+/// as `node: key (type, ms to live)`: what a failing clean-up check names.
+async fn keys_left(servers: &[RedisServer]) -> Vec<String> {
+    let mut left = Vec::new();
+    for (i, server) in servers.iter().enumerate().filter(|(_, s)| s.is_running()) {
+        let mut conn = server.conn().await;
+        let keys: Vec<String> = conn.keys("*").await.unwrap();
+        for key in keys.iter().filter(|k| !k.starts_with("distlock__fence")) {
+            let kind: String = redis::cmd("TYPE")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let ttl: i64 = conn.pttl(key).await.unwrap();
+            left.push(format!("node {i}: {key} ({kind}, {ttl} ms)"));
+        }
+    }
+    left
+}
+
+/// Loads the library on every node, as a deployment that loads it with its own tooling does.
+async fn load_library(servers: &[RedisServer]) {
+    for server in servers {
+        let mut conn = server.conn().await;
+        redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg("REPLACE")
+            .arg(lock_core::FUNCTIONS_SOURCE)
+            .query_async::<String>(&mut conn)
+            .await
+            .unwrap();
+    }
+}
+
+/// 3 and 5 nodes: 3 clients × 4 tasks never overlap, tokens only grow, and nothing is left
+/// once the last release is done.
+///
+/// The library is loaded first. A node's first calls would load it themselves, each
+/// retried after the load, and under load a retried acquire can reach its node after its
+/// owner's release there (see the lab notes' "A retried first call"): a hold left on that
+/// node for a lease, which is not what this test is about.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exclusion_on_three_and_five_nodes() {
     for n in [3, 5] {
         let nodes = servers(n);
+        load_library(&nodes).await;
         let detector = Arc::new(OverlapDetector::default());
         let last_token = Arc::new(tokio::sync::Mutex::new(0));
         let mut tasks = Vec::new();
@@ -94,10 +126,18 @@ async fn exclusion_on_three_and_five_nodes() {
         assert_eq!(detector.overlaps(), 0, "{n} nodes");
         // A release returns at the first node that released; the others follow in the
         // background, so the last keys go shortly after.
-        distlock_tests::locks::wait_until("no key left on any node", GENEROUS, || async {
-            keys_everywhere(&nodes).await == 0
-        })
-        .await;
+        let deadline = Instant::now() + GENEROUS;
+        loop {
+            let left = keys_left(&nodes).await;
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{n} nodes: keys left {GENEROUS:?} after the last release: {left:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
