@@ -440,6 +440,6 @@ mod tests {
         );
     }
 
-    /// The SHA-256 of the library's text at version 3.
+    /// The SHA-256 of the library's text at version 4.
     const PINNED_DIGEST: &str = "bfb70a1bf3f63851f97caac3aeab94de0d151fa33129a6b73b94d6633a24c5d7";
 }
