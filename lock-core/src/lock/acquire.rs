@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::LockError;
 use crate::lock::claim;
@@ -107,6 +109,7 @@ pub(crate) async fn acquire(
         name: &name,
         identity,
         contended: AtomicBool::new(false),
+        ended: CancellationToken::new(),
     };
     let started = Instant::now();
     let taken = attempter.wait_for_lock(options.wait).await;
@@ -119,7 +122,7 @@ pub(crate) async fn acquire(
             extend_at,
         }) => {
             // Taken out first: the attempter borrows `name`.
-            let identity = attempter.identity;
+            let (identity, ended) = (attempter.identity, attempter.ended);
             let acquired = Acquired {
                 name,
                 identity,
@@ -129,6 +132,7 @@ pub(crate) async fn acquire(
                 ttl,
                 extend_at,
                 trace_parent: options.trace_parent,
+                ended,
             };
             // The guard exists before the next `.await`: dropped from here on, it releases.
             let guard = LockGuard::granted(&engine, &holds, acquired, scope);
@@ -204,6 +208,8 @@ struct Attempter<'a> {
     identity: HoldIdentity,
     /// Set when an attempt found the lock busy.
     contended: AtomicBool,
+    /// The hold's end signal, once granted (see [`Self::undo_late_grant`]).
+    ended: CancellationToken,
 }
 
 impl Attempter<'_> {
@@ -434,6 +440,47 @@ impl Attempter<'_> {
             waited = ?started.elapsed(), attempts, woken, "acquired");
     }
 
+    /// What a node's grant that answers after the attempt was decided (under Redlock) gets: a
+    /// release on that node, when the hold has ended by then. Such a call can reach its node
+    /// after the hold's own release did (a call that meets the library missing is sent again
+    /// after the load, behind whatever was sent meanwhile); undone, it does not hold that
+    /// node for a lease. While the hold lasts nothing is needed: its release, sent later,
+    /// runs after the grant it answered. Owners are never reused, so the release can only
+    /// end this acquisition's hold.
+    fn undo_late_grant(
+        &self,
+    ) -> impl FnMut(usize, Result<AcquireReply, LockError>) -> Option<BoxFuture<'static, ()>>
+           + Send
+           + 'static {
+        let (engine, ended, name) = (
+            Arc::clone(self.engine),
+            self.ended.clone(),
+            self.name.clone(),
+        );
+        let HoldIdentity {
+            keys,
+            owner,
+            capacity,
+            lease,
+            ..
+        } = &self.identity;
+        let publish = engine.config.publish;
+        let undo = Arc::new(calls::release(
+            keys, owner, *lease, publish, None, *capacity,
+        ));
+        let lease = *lease;
+        move |node, answer| {
+            let granted = matches!(answer, Ok(AcquireReply::Acquired { .. }));
+            if !granted || !ended.is_cancelled() {
+                return None;
+            }
+            let (engine, undo, name) = (Arc::clone(&engine), Arc::clone(&undo), name.clone());
+            Some(Box::pin(async move {
+                let _ = engine.call_node(node, &name, lease, &undo).await;
+            }))
+        }
+    }
+
     /// One call of the acquire function on every node (idempotent: a retry after a lost reply
     /// is safe). Held when a quorum granted it with validity left; a minority grant is undone.
     async fn try_once(&self, waiter_ttl: Duration) -> Result<Attempt, LockError> {
@@ -458,9 +505,9 @@ impl Attempter<'_> {
                 .filter(|a| matches!(a, Ok(AcquireReply::Acquired { .. })));
             acquired.count() >= quorum
         };
-        let answers = self
-            .engine
-            .call_until(self.name, self.identity.lease, call, granted)
+        let late = self.undo_late_grant();
+        let answers = (self.engine)
+            .call_until_then(self.name, self.identity.lease, call, granted, late)
             .await;
         let tally = AcquireTally::of(answers);
         if tally.acquired >= quorum && self.still_valid(started) {

@@ -14,6 +14,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::{Cmd, FromRedisValue};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -208,7 +209,23 @@ impl Engine {
         name: &LockName,
         lease: Duration,
         call: Call<T>,
+        decided: impl FnMut(&[Result<T, LockError>]) -> bool,
+    ) -> Vec<Result<T, LockError>> {
+        (self.call_until_then(name, lease, call, decided, |_, _| None)).await
+    }
+
+    /// [`call_until`](Self::call_until), and each answer that comes in the background, after
+    /// the outcome was decided, goes to `late` with its node's index: the clean-up it returns
+    /// (a call to that node) runs there and then, so after the answered call.
+    pub(crate) async fn call_until_then<T: FromRedisValue + Send + 'static>(
+        &self,
+        name: &LockName,
+        lease: Duration,
+        call: Call<T>,
         mut decided: impl FnMut(&[Result<T, LockError>]) -> bool,
+        mut late: impl FnMut(usize, Result<T, LockError>) -> Option<BoxFuture<'static, ()>>
+            + Send
+            + 'static,
     ) -> Vec<Result<T, LockError>> {
         if let Err(refused) = self.gate(name, call.function()) {
             return vec![Err(refused)];
@@ -224,7 +241,7 @@ impl Engine {
         }
         let mut calls = self.call_stream(name, lease, call);
         let mut answers = Vec::with_capacity(self.nodes.len());
-        while let Some(answer) = calls.next().await {
+        while let Some((_, answer)) = calls.next().await {
             answers.push(answer);
             if decided(&answers) {
                 break;
@@ -233,11 +250,32 @@ impl Engine {
         self.health.observe(&answers);
         if !calls.is_empty() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let rest = async move { while calls.next().await.is_some() {} };
+                let rest = async move {
+                    while let Some((node, answer)) = calls.next().await {
+                        if let Some(clean_up) = late(node, answer) {
+                            clean_up.await;
+                        }
+                    }
+                };
                 self.cleanups.spawn_on(rest, &runtime);
             }
         }
         answers
+    }
+
+    /// Runs one function call on Redlock node `node` (an index of
+    /// [`nodes`](Self::nodes)), within the node timeout.
+    pub(crate) async fn call_node<T: FromRedisValue + Send>(
+        &self,
+        node: usize,
+        name: &LockName,
+        lease: Duration,
+        call: &Call<T>,
+    ) -> Result<T, LockError> {
+        let mut conn = self.nodes[node].clone();
+        let timeout = self.node_timeout(lease);
+        call.invoke(&mut conn, name, timeout, self.config.command_timeout)
+            .await
     }
 
     /// Runs one function call about the lock `name` where calls go to one place (the server,
@@ -310,13 +348,17 @@ impl Engine {
         name: &LockName,
         lease: Duration,
         call: Call<T>,
-    ) -> FuturesUnordered<impl Future<Output = Result<T, LockError>> + Send + 'static> {
+    ) -> FuturesUnordered<impl Future<Output = (usize, Result<T, LockError>)> + Send + 'static>
+    {
         let (call, timeout) = (Arc::new(call), self.node_timeout(lease));
         let load_timeout = self.config.command_timeout;
-        let on = |conn: &Conn| {
+        let on = |(node, conn): (usize, &Conn)| {
             let (mut conn, name, call) = (conn.clone(), name.clone(), Arc::clone(&call));
-            async move { call.invoke(&mut conn, &name, timeout, load_timeout).await }
+            async move {
+                let answer = call.invoke(&mut conn, &name, timeout, load_timeout).await;
+                (node, answer)
+            }
         };
-        self.nodes.iter().map(on).collect()
+        self.nodes.iter().enumerate().map(on).collect()
     }
 }

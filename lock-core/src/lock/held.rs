@@ -67,6 +67,9 @@ pub(crate) struct Acquired {
     pub(crate) extend_at: Option<Instant>,
     /// The span the hold's span is a child of (see [`trace`](crate::trace)).
     pub(crate) trace_parent: tracing::Span,
+    /// The hold's end signal (see [`Held::ended_signal`]), made before the acquisition's
+    /// attempts so that their background calls can see the hold end.
+    pub(crate) ended: CancellationToken,
 }
 
 impl Held {
@@ -90,7 +93,7 @@ impl Held {
             ended_recorded: AtomicBool::new(false),
             holds: AtomicUsize::new(1),
             expires_at: Mutex::new(later(acquired.sent_at, acquired.ttl)),
-            ended: CancellationToken::new(),
+            ended: acquired.ended,
             lost_reason: OnceLock::new(),
             released: AtomicBool::new(false),
             span: Mutex::new(Some(span)),

@@ -162,6 +162,7 @@ mod tests {
             ttl: Duration::from_secs(30),
             extend_at: None,
             trace_parent: tracing::Span::none(),
+            ended: CancellationToken::new(),
         };
         Held::new(Arc::clone(&client.engine), acquired)
     }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use distlock_tests::fault::Summary;
-use distlock_tests::locks::{wait_until, OverlapDetector, GENEROUS};
+use distlock_tests::locks::{lock_key, wait_until, OverlapDetector, GENEROUS};
 use distlock_tests::{RedisServer, TcpProxy};
 use lock_core::LockClient;
 use redis::AsyncCommands;
@@ -176,4 +176,71 @@ async fn majority_down_fails_bounded_and_leaves_no_partial_keys() {
         lock_keys(servers).await == 0
     })
     .await;
+}
+
+/// Loads the library on `server`, or (`loaded` false) takes it away: the next call there
+/// meets it missing, loads it and is sent again.
+async fn set_library(server: &RedisServer, loaded: bool) {
+    let mut conn = server.conn().await;
+    let mut cmd = redis::cmd("FUNCTION");
+    if loaded {
+        cmd.arg("LOAD")
+            .arg("REPLACE")
+            .arg(lock_core::FUNCTIONS_SOURCE);
+    } else {
+        cmd.arg("FLUSH");
+    }
+    cmd.query_async::<redis::Value>(&mut conn).await.unwrap();
+}
+
+/// A node whose library is missing (fresh, restarted empty, flushed) loads it at its first
+/// call and sends the call again, behind what was sent meanwhile. An acquisition decided by
+/// the other two nodes goes on there in the background, and its owner's release can reach
+/// that node first: the retried grant then held the node for the whole lease (about half
+/// the trials before the fix). A grant that answers after its hold ended is now released
+/// there. Eight trials, each with the library taken away first; each client's
+/// shutdown waits for its background calls, the late grant's included. Control: a hold that
+/// is kept shows on the slow node, so the late grant does land there and the check sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_grant_retried_after_its_release_is_undone() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    set_library(&servers[0], true).await;
+    set_library(&servers[1], true).await;
+    let slow = TcpProxy::start(servers[2].addr());
+    slow.set_latency(Duration::from_millis(150));
+    let urls = vec![servers[0].url(), servers[1].url(), slow.url()];
+    let client = || {
+        LockClient::redlock(urls.clone())
+            .lease(Duration::from_secs(100))
+            .command_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap()
+    };
+    let mut on_slow = servers[2].conn().await;
+    for trial in 0..8 {
+        set_library(&servers[2], false).await;
+        let locks = client();
+        let name = format!("first_load_{trial}");
+        locks
+            .lock(name.as_str())
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        locks.shutdown().await.unwrap();
+        let left: bool = on_slow.exists(lock_key(&name)).await.unwrap();
+        assert!(!left, "trial {trial}: the slow node still holds {name}");
+    }
+
+    // Control: kept, the hold reaches the slow node after its first load.
+    set_library(&servers[2], false).await;
+    let locks = client();
+    let kept = locks.lock("first_load_kept").await.unwrap();
+    wait_until("the slow node has the kept hold", GENEROUS, || {
+        let mut conn = on_slow.clone();
+        async move { conn.exists(lock_key("first_load_kept")).await.unwrap() }
+    })
+    .await;
+    kept.release().await.unwrap();
 }

@@ -67,32 +67,14 @@ async fn keys_left(servers: &[RedisServer]) -> Vec<String> {
     left
 }
 
-/// Loads the library on every node, as a deployment that loads it with its own tooling does.
-async fn load_library(servers: &[RedisServer]) {
-    for server in servers {
-        let mut conn = server.conn().await;
-        redis::cmd("FUNCTION")
-            .arg("LOAD")
-            .arg("REPLACE")
-            .arg(lock_core::FUNCTIONS_SOURCE)
-            .query_async::<String>(&mut conn)
-            .await
-            .unwrap();
-    }
-}
-
 /// 3 and 5 nodes: 3 clients × 4 tasks never overlap, tokens only grow, and nothing is left
-/// once the last release is done.
-///
-/// The library is loaded first. A node's first calls would load it themselves, each
-/// retried after the load, and under load a retried acquire can reach its node after its
-/// owner's release there (see the lab notes' "A retried first call"): a hold left on that
-/// node for a lease, which is not what this test is about.
+/// once the last release is done (the nodes' first calls load the library, and a grant
+/// retried after that load is undone if its hold ended meanwhile:
+/// `faults::fault_redlock::a_grant_retried_after_its_release_is_undone`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exclusion_on_three_and_five_nodes() {
     for n in [3, 5] {
         let nodes = servers(n);
-        load_library(&nodes).await;
         let detector = Arc::new(OverlapDetector::default());
         let last_token = Arc::new(tokio::sync::Mutex::new(0));
         let mut tasks = Vec::new();

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::LockError;
 use crate::lock::engine::Engine;
@@ -96,6 +97,7 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
             ttl: r.lease,
             extend_at: None,
             trace_parent: tracing::Span::current(),
+            ended: CancellationToken::new(),
         };
         metrics::acquisition(&r.label, Ok(()), started.elapsed(), false);
         LockGuard::granted(&r.engine, &r.holds, acquired, r.scope.clone())
