@@ -505,10 +505,15 @@ impl Attempter<'_> {
                 .filter(|a| matches!(a, Ok(AcquireReply::Acquired { .. })));
             acquired.count() >= quorum
         };
-        let late = self.undo_late_grant();
-        let answers = (self.engine)
-            .call_until_then(self.name, self.identity.lease, call, granted, late)
-            .await;
+        let (engine, lease) = (self.engine, self.identity.lease);
+        // Only Redlock has calls that answer after the decision (and one server no clean-up
+        // to build on every attempt).
+        let answers = if engine.nodes.len() > 1 {
+            let late = self.undo_late_grant();
+            (engine.call_until_then(self.name, lease, call, granted, late)).await
+        } else {
+            engine.call_until(self.name, lease, call, granted).await
+        };
         let tally = AcquireTally::of(answers);
         if tally.acquired >= quorum && self.still_valid(started) {
             match self.raise_fences(tally.token).await {
