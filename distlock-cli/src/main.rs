@@ -2,7 +2,7 @@
 //! a command under one (`exec`).
 //!
 //! ```text
-//! cargo install --locked --path lock-core/cli   # or: cargo install distlock-cli, once published
+//! cargo install --locked --path distlock-cli   # or: cargo install distlock-cli, once published
 //! distlock --url redis://10.0.0.5:6379 list
 //! distlock inspect item_7
 //! distlock release --force item_7
