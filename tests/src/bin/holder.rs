@@ -1,4 +1,4 @@
-//! A lock holder in its own process, for the fault-injection suite (`tests/tests/fault_*.rs`
+//! A lock holder in its own process, for the fault-injection suite (`tests/tests/faults/`
 //! start it through `distlock_tests::fault::holder::HolderProcess`), so tests can SIGSTOP,
 //! SIGCONT and SIGKILL it. It reports on stdout, one line per event, and reads commands on
 //! stdin; it exits when stdin closes or its time bound passes.

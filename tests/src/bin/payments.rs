@@ -1,5 +1,5 @@
 //! The payment service of the `axum_payments` example in its own process, for the
-//! idempotency tests (`tests/tests/tower/tower_idempotency.rs`), so they can run several
+//! idempotency tests (`tests/tests/tower/idempotency.rs`), so they can run several
 //! instances and SIGSTOP or SIGKILL one mid-request.
 //!
 //! ```text

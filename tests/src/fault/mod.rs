@@ -1,4 +1,4 @@
-//! Support for the fault-injection suite (`tests/tests/fault_*.rs`): checkers, child-process
+//! Support for the fault-injection suite (`tests/tests/faults/`): checkers, child-process
 //! lock holders and small helpers. Everything runs on loopback; every wait is bounded.
 //!
 //! * [`clock`]: `CLOCK_MONOTONIC` timestamps, comparable across processes of one machine;

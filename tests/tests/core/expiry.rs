@@ -1,6 +1,6 @@
 //! Leases end: a holder that never releases blocks others only until its lease is over, and
 //! a holder whose lease ran out cannot delete its successor's lock. (A SIGKILLed holder
-//! process: `faults::fault_holder_crash`.)
+//! process: `faults::holder_crash`.)
 
 use std::time::Duration;
 

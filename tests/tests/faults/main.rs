@@ -5,16 +5,16 @@
 //! One test target per area, so the heavy dependencies link a few times; each module is one
 //! concern.
 
-mod fault_claims;
-mod fault_cluster;
-mod fault_dead_waiter;
-mod fault_fenced_postgres;
-mod fault_guarded_write;
-mod fault_holder_crash;
-mod fault_holder_pause;
-mod fault_lost_reply;
-mod fault_redis;
-mod fault_redlock;
-mod fault_reshard;
-mod fault_shutdown;
-mod fault_soak;
+mod claims;
+mod cluster;
+mod dead_waiter;
+mod fenced_postgres;
+mod guarded_write;
+mod holder_crash;
+mod holder_pause;
+mod lost_reply;
+mod redis_server;
+mod redlock;
+mod reshard;
+mod shutdown;
+mod soak;

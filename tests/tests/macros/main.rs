@@ -5,8 +5,8 @@
 //! concern.
 
 mod answers;
-mod macro_axum;
-mod macro_e2e;
-mod macro_family;
-mod macro_metrics;
+mod axum_router;
+mod e2e;
+mod family;
+mod metric_labels;
 mod pass;

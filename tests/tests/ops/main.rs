@@ -5,9 +5,9 @@
 //! concern.
 
 mod guide_links;
+mod inspect;
 mod no_redis;
-mod ops_inspect;
-mod ops_metrics;
-mod ops_otel;
-mod ops_spans;
+mod otel;
 mod oversell_demo;
+mod recorded_metrics;
+mod spans;

@@ -70,7 +70,7 @@ async fn keys_left(servers: &[RedisServer]) -> Vec<String> {
 /// 3 and 5 nodes: 3 clients × 4 tasks never overlap, tokens only grow, and nothing is left
 /// once the last release is done (the nodes' first calls load the library, and a grant
 /// retried after that load is undone if its hold ended meanwhile:
-/// `faults::fault_redlock::a_grant_retried_after_its_release_is_undone`).
+/// `faults::redlock::a_grant_retried_after_its_release_is_undone`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exclusion_on_three_and_five_nodes() {
     for n in [3, 5] {
@@ -180,7 +180,7 @@ async fn release_of_a_hold_left_on_a_minority_is_not_held() {
 
 /// A release that fewer than a majority answer, none of them holding it, does not know the
 /// hold was lost: it answers the nodes' failure, not `NotHeld` (found by
-/// `fault_redlock` on a busy machine: a slow majority and one answer from a node the
+/// `faults::redlock` on a busy machine: a slow majority and one answer from a node the
 /// acquisition never reached made a release say the hold had been taken over). Control: the
 /// same hold with the two nodes answering releases `Ok`.
 #[tokio::test]

@@ -14,7 +14,7 @@ use redis::AsyncCommands;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::tower_axum::{send_with, serve};
+use crate::axum_router::{send_with, serve};
 
 /// Records when it is dropped: when the handler's future stopped.
 struct DropProbe(Arc<Mutex<Option<Instant>>>);

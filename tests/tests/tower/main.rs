@@ -3,10 +3,10 @@
 //! One test target per area, so the heavy dependencies link a few times; each module is one
 //! concern.
 
+mod axum_router;
 mod edge;
+mod idempotency;
+mod idempotency_grpc;
 mod idempotency_outage;
 mod spellings;
-mod tower_axum;
-mod tower_idempotency;
-mod tower_idempotency_grpc;
-mod tower_tonic;
+mod tonic_service;

@@ -27,7 +27,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::tower_axum::{send_with, serve, Reply};
+use crate::axum_router::{send_with, serve, Reply};
 
 /// Where the placeholder takes its value.
 #[derive(Clone, Copy, Debug)]

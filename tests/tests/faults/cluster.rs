@@ -241,7 +241,7 @@ async fn master_killed_with_an_unreplicated_lock_under_min_replicas() {
     let (acked, took) = kill_trials(true).await;
     let count = |k: Kill| acked.iter().filter(|&o| *o == k).count();
     println!(
-        "fault_cluster: master killed, min_replicas(1) ({took:?} for {TRIALS} trials): double \
+        "faults::cluster: master killed, min_replicas(1) ({took:?} for {TRIALS} trials): double \
          grants {}/{TRIALS} (refused {}, kept {}, refused with the replica online {}, granted \
          after loss {})",
         count(Kill::DoubleGrant),
@@ -269,7 +269,7 @@ async fn master_killed_with_an_unreplicated_lock_without_min_replicas() {
     let (unacked, took) = kill_trials(false).await;
     let count = |k: Kill| unacked.iter().filter(|&o| *o == k).count();
     println!(
-        "fault_cluster: master killed, no min_replicas ({took:?} for {TRIALS} trials): double \
+        "faults::cluster: master killed, no min_replicas ({took:?} for {TRIALS} trials): double \
          grants {}/{TRIALS} (granted after loss {}, kept {})",
         count(Kill::DoubleGrant),
         count(Kill::GrantedAfterLoss),

@@ -27,7 +27,7 @@ async fn killed_holder_is_replaced_within_lease_plus_250ms() {
     let urls = Arc::new((server.url(), store.url()));
     let waits = run_trials(TRIALS, CONCURRENCY, |i| trial(i, Arc::clone(&urls))).await;
     let summary = Summary::of(&waits).expect("trials ran");
-    println!("fault_holder_crash: waiter acquired after SIGKILL of the holder: {summary}");
+    println!("faults::holder_crash: waiter acquired after SIGKILL of the holder: {summary}");
     for (i, waited) in waits.iter().enumerate() {
         assert!(
             *waited <= LEASE + SLACK,

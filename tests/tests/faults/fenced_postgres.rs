@@ -134,7 +134,7 @@ async fn a_stale_holder_cannot_overwrite_a_fenced_postgres_row() {
     let (fenced_stale, fenced) = count(Statement::Fenced);
     let (unfenced_stale, unfenced) = count(Statement::Unfenced);
     println!(
-        "fault_fenced_postgres: stale writes landed fenced {fenced_stale}/{fenced}, \
+        "faults::fenced_postgres: stale writes landed fenced {fenced_stale}/{fenced}, \
          unfenced {unfenced_stale}/{unfenced}"
     );
     assert_eq!(fenced_stale, 0, "a fenced stale write landed");

@@ -45,7 +45,7 @@ async fn sigterm_with_shutdown_frees_the_locks_at_once() {
         freed_after < LEASE / 2,
         "freed {freed_after:?} after SIGTERM"
     );
-    println!("fault_shutdown: SIGTERM to locks freed: {freed_after:?}");
+    println!("faults::shutdown: SIGTERM to locks freed: {freed_after:?}");
     let (status, _) = holder.finish(GENEROUS).await;
     assert!(status.success(), "{status:?}");
 }

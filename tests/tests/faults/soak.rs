@@ -67,7 +67,7 @@ impl Holders {
 async fn soak_with_random_pauses_kills_and_redis_restarts() {
     let secs = soak_secs();
     let seed = Rng::seed_from_env("DISTLOCK_SOAK_SEED");
-    println!("fault_soak: {secs} s, seed {seed} (DISTLOCK_SOAK_SEED={seed} replays it)");
+    println!("faults::soak: {secs} s, seed {seed} (DISTLOCK_SOAK_SEED={seed} replays it)");
     let mut rng = Rng::new(seed);
     // Redis keeps the locks and the fence counter across its crash: every write is fsynced.
     let mut server = RedisServer::builder()
@@ -160,7 +160,7 @@ async fn soak_with_random_pauses_kills_and_redis_restarts() {
         .await
         .unwrap();
     let report = format!(
-        "fault_soak: {secs} s, seed {seed}, {} faults ({} pauses, {} holder kills, {} Redis \
+        "faults::soak: {secs} s, seed {seed}, {} faults ({} pauses, {} holder kills, {} Redis \
          restarts)\n  critical sections: {verdict}\n  fenced store: {} writes accepted, {} \
          rejected ({} reads, {} writes refused), stale accepted {}, lost updates {}\n  \
          unfenced counter, always writes: {} lost updates of {naive_writes}\n  unfenced \

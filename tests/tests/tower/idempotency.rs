@@ -1,5 +1,5 @@
 //! lock-tower's `IdempotencyLayer` and lock-core's idempotency protocol: axum servers on
-//! loopback ports, payment service processes, real Redis. (gRPC: tower_idempotency_grpc.rs.)
+//! loopback ports, payment service processes, real Redis. (gRPC: idempotency_grpc.rs.)
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,7 +4,7 @@
 //!
 //! The OpenTelemetry subscriber is this test's thread's default (a current-thread runtime,
 //! so the client's background tasks run on it too); the binary's global subscriber is the
-//! capture layer of `ops_spans`.
+//! capture layer of `spans.rs`.
 
 use opentelemetry::trace::{Status, TracerProvider as _};
 use opentelemetry::Value;

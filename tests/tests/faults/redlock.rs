@@ -128,7 +128,7 @@ async fn minority_down_and_slow_keeps_exclusion_over_2000_acquisitions() {
     let entries: usize = detectors.iter().map(OverlapDetector::entries).sum();
     let regressions = token_regressions.lock().unwrap().clone();
     println!(
-        "fault_redlock: {entries} acquisitions with 1 of 5 nodes down and 1 slow in {took:?}: \
+        "faults::redlock: {entries} acquisitions with 1 of 5 nodes down and 1 slow in {took:?}: \
          {overlaps} overlaps, {} token regressions, {} acquisitions retried or releases left to the lease without a quorum",
         regressions.len(),
         no_quorum.load(Ordering::Relaxed)
@@ -169,7 +169,7 @@ async fn majority_down_fails_bounded_and_leaves_no_partial_keys() {
         );
     }
     let summary = Summary::of(&took).unwrap();
-    println!("fault_redlock: 3 of 5 nodes down, failures after {summary}");
+    println!("faults::redlock: 3 of 5 nodes down, failures after {summary}");
     // A minority grant is undone at once, but maybe in the background: wait for it.
     let servers = &servers;
     wait_until("no partial grant is left", GENEROUS, || async move {

@@ -188,7 +188,7 @@ fn report(topology: &str, trials: &[Trial]) {
     let (retried, _) = count(Write::Guarded, |t| t.retried);
     let (plain_stale, plain) = count(Write::Plain, |t| t.stale);
     println!(
-        "fault_guarded_write {topology}: stale writes guarded {guarded_stale}/{guarded} \
+        "faults::guarded_write {topology}: stale writes guarded {guarded_stale}/{guarded} \
          (refused as Lost {refused}/{guarded}, {retried} of them after an unavailable \
          first try), plain {plain_stale}/{plain}"
     );

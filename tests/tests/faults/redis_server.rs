@@ -48,7 +48,7 @@ async fn restart_without_persistence_fires_lost_and_never_reacquires() {
     let lost = Summary::of(&trials.iter().map(|t| t.lost_after).collect::<Vec<_>>()).unwrap();
     let both = trials.iter().filter(|t| t.both_believed).count();
     println!(
-        "fault_redis restart: lost() after the restart: {lost}; B acquired before A was told \
+        "faults::redis_server restart: lost() after the restart: {lost}; B acquired before A was told \
          in {both}/{TRIALS}; B's token above A's in {TRIALS}/{TRIALS}"
     );
 }
@@ -134,7 +134,9 @@ async fn restart_trial(i: usize, store_url: &str) -> Restart {
 async fn frozen_redis_fires_lost_at_the_local_deadline_without_a_reply() {
     let fired = run_trials(TRIALS, CONCURRENCY, freeze_trial).await;
     let summary = Summary::of(&fired).unwrap();
-    println!("fault_redis freeze: lost() after SIGSTOP of Redis (lease {LEASE:?}): {summary}");
+    println!(
+        "faults::redis_server freeze: lost() after SIGSTOP of Redis (lease {LEASE:?}): {summary}"
+    );
 }
 
 async fn freeze_trial(i: usize) -> Duration {

@@ -39,7 +39,7 @@ async fn paused_holder_is_fenced_off_after_resuming() {
     let taken = Summary::of(&trials.iter().map(|t| t.taken_after).collect::<Vec<_>>()).unwrap();
     let already = trials.iter().filter(|t| t.lost_already).count();
     println!(
-        "fault_holder_pause: {TRIALS} trials, 0 exceptions; B acquired after SIGSTOP: {taken}; \
+        "faults::holder_pause: {TRIALS} trials, 0 exceptions; B acquired after SIGSTOP: {taken}; \
          lost() already fired at resume in {already}/{TRIALS}, else before the next guarded step"
     );
 }

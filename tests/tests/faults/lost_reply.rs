@@ -41,7 +41,7 @@ async fn lost_acquire_reply_is_released_or_reported() {
     let reported = outcomes.len() - released.len();
     let gone = Summary::of(&released).map_or_else(|| "-".to_owned(), |s| s.to_string());
     println!(
-        "fault_lost_reply: {TRIALS} lost acquire replies: reported held {reported}, failed and \
+        "faults::lost_reply: {TRIALS} lost acquire replies: reported held {reported}, failed and \
          released {} (lock gone after the error: {gone})",
         released.len()
     );
