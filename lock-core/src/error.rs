@@ -270,7 +270,7 @@ fn is_acl_failure_in_function(error: &RedisError) -> bool {
 }
 
 /// Why one Redis call failed: the Redis client's error, or what loading the functions
-/// library found (see [`crate::protocol::call`]).
+/// library found (see [`crate::protocol::fcall`]).
 #[derive(Debug)]
 pub(crate) enum Failure {
     Redis(RedisError),

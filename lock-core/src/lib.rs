@@ -153,8 +153,6 @@
 #![deny(unsafe_code)]
 
 mod answer;
-#[cfg(any(feature = "axum", feature = "tonic"))]
-mod answers;
 mod client;
 mod election;
 mod error;

@@ -1,5 +1,5 @@
 //! The client handle: the public façade over the lock engine ([`Engine`]: connections,
-//! settings, the calls to Redis) and the client's holds ([`Holds`]: renewed by the
+//! settings, the calls to Redis) and the client's holds ([`HoldRegistry`]: renewed by the
 //! watchdog task, revoked, shut down together).
 
 use std::fmt;
@@ -11,7 +11,7 @@ use crate::client::builder::LockClientBuilder;
 use crate::error::LockError;
 use crate::lock::config::Config;
 use crate::lock::engine::Engine;
-use crate::lock::holds::Holds;
+use crate::lock::hold_registry::HoldRegistry;
 use crate::lock::request::LockRequest;
 use crate::lock::watchdog;
 use crate::protocol::kind::mode::LockMode;
@@ -35,7 +35,7 @@ pub struct LockClient {
     /// What every call to Redis goes through.
     pub(crate) engine: Arc<Engine>,
     /// Every hold taken through this client: renewed, revoked and shut down together.
-    pub(crate) holds: Arc<Holds>,
+    pub(crate) holds: Arc<HoldRegistry>,
 }
 
 impl fmt::Debug for LockClient {
@@ -175,7 +175,7 @@ impl LockClient {
         config: Config,
     ) -> Result<Self, LockError> {
         let engine = Engine::start(topology, tls, config)?;
-        let holds = Arc::new(Holds::default());
+        let holds = Arc::new(HoldRegistry::default());
         watchdog::start(&engine, &holds);
         Ok(Self { engine, holds })
     }

@@ -14,7 +14,7 @@ use crate::lock::config::check_request_lease;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::held::{Acquired, Held};
-use crate::lock::holds::Holds;
+use crate::lock::hold_registry::HoldRegistry;
 use crate::lock::identity::{owner_id, HoldIdentity};
 use crate::lock::options::RequestOptions;
 use crate::lock::pending::{leave, Pending};
@@ -23,10 +23,10 @@ use crate::lock::replicas::replicated;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::lock::time::{drift, later};
 use crate::metrics;
-use crate::protocol::calls;
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::kind::WAITER_TTL_MS;
+use crate::protocol::lock_calls;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::AcquireReply;
 use crate::trace;
@@ -72,7 +72,7 @@ enum Attempt {
 /// caller's scope, or acquired in Redis — at once, or after waiting in the fair queue.
 pub(crate) async fn acquire(
     engine: Arc<Engine>,
-    holds: Arc<Holds>,
+    holds: Arc<HoldRegistry>,
     name: LockName,
     kind: LockMode,
     permits: u32,
@@ -202,7 +202,7 @@ fn reentered(
 struct Attempter<'a> {
     engine: &'a Arc<Engine>,
     /// The client's holds, with its queued waits and its shutdown signal.
-    holds: &'a Holds,
+    holds: &'a HoldRegistry,
     name: &'a LockName,
     /// Who the attempts acquire for; the hold's once granted.
     identity: HoldIdentity,
@@ -404,7 +404,7 @@ impl Attempter<'_> {
         if self.engine.nodes.len() == 1 {
             return Ok(());
         }
-        let call = calls::fence_floor(&self.identity.keys, token, self.identity.lease);
+        let call = lock_calls::fence_floor(&self.identity.keys, token, self.identity.lease);
         let quorum = self.engine.quorum();
         let raised = |answers: &[Result<i64, LockError>]| {
             answers.iter().filter(|a| a.is_ok()).count() >= quorum
@@ -465,7 +465,7 @@ impl Attempter<'_> {
             ..
         } = &self.identity;
         let publish = engine.config.publish;
-        let undo = Arc::new(calls::release(
+        let undo = Arc::new(lock_calls::release(
             keys, owner, *lease, publish, None, *capacity,
         ));
         let lease = *lease;
@@ -494,7 +494,7 @@ impl Attempter<'_> {
             meta,
             ..
         } = &self.identity;
-        let call = calls::acquire(keys, owner, *lease, waiter_ttl, meta, publish, *capacity);
+        let call = lock_calls::acquire(keys, owner, *lease, waiter_ttl, meta, publish, *capacity);
         // A granting quorum settles it; any other outcome waits for every node, so that a
         // minority grant is known and undone below (one left unseen on a slow node would
         // block that node for a whole lease).

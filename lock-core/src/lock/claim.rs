@@ -21,8 +21,8 @@ use crate::lock::held::Held;
 use crate::lock::identity::HoldIdentity;
 use crate::lock::time::{drift, later};
 use crate::lock::watchdog;
-use crate::protocol::calls;
 use crate::protocol::kind::CLAIM_MS;
+use crate::protocol::lock_calls;
 use crate::protocol::name::LockName;
 
 /// How long a hold granted by message lives until its client extends it.
@@ -66,7 +66,7 @@ pub(crate) async fn extend_now(
         keys, owner, lease, ..
     } = identity;
     let lease = *lease;
-    let call = calls::renew([(keys, owner.as_str(), lease)]);
+    let call = lock_calls::renew([(keys, owner.as_str(), lease)]);
     let mut answers = engine.call_each(name, lease, call).await;
     // Hand-offs happen on one node (Redlock waiters are never granted by message).
     let reply = answers.swap_remove(0)?;

@@ -1,7 +1,7 @@
 //! The bottom of the lock machinery: what a request, a hold, the watchdog and the
 //! operator's tools call Redis through. It knows Redis only — connections, settings, the
 //! topology fan-out, quorum and timeouts — and nothing of the holds made through it (the
-//! client's registry of them, [`Holds`](super::holds::Holds), sits above it).
+//! client's registry of them, [`HoldRegistry`](super::hold_registry::HoldRegistry), sits above it).
 //!
 //! Its call entry points ([`Engine::call_until`], [`Engine::call_each`], [`Engine::call_one`],
 //! [`Engine::query`]) are also the one gate of a known outage: while the client knows Redis
@@ -23,7 +23,7 @@ use tokio_util::task::TaskTracker;
 use crate::error::{bounded, LockError};
 use crate::lock::config::Config;
 use crate::lock::health::Health;
-use crate::protocol::call::Call;
+use crate::protocol::fcall::Call;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::library::Function;
 use crate::protocol::name::{LockKeys, LockName};

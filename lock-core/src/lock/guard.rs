@@ -17,12 +17,12 @@ use crate::lock::config::check_request_lease;
 use crate::lock::engine::Engine;
 use crate::lock::guarded_run::{Guarded, GuardedRun, OnLost};
 use crate::lock::held::{finish_in_background, Acquired, Held};
-use crate::lock::holds::Holds;
+use crate::lock::hold_registry::HoldRegistry;
 use crate::lock::quorum::{renewal, Renewal};
 use crate::lock::revoke;
 use crate::lock::scope::{LockInfo, Scope};
-use crate::protocol::calls;
 use crate::protocol::kind::mode::LockMode;
+use crate::protocol::lock_calls;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::RenewReply;
 
@@ -50,7 +50,7 @@ impl LockGuard {
     /// client's registry (renewal, revocation, shutdown) and the owner's scope.
     pub(crate) fn granted(
         engine: &Arc<Engine>,
-        holds: &Arc<Holds>,
+        holds: &Arc<HoldRegistry>,
         acquired: Acquired,
         scope: Option<Arc<Scope>>,
     ) -> Self {
@@ -176,7 +176,7 @@ impl LockGuard {
         if held.is_lost() || held.is_released() {
             return Err(held.lost_error());
         }
-        let call = calls::renew([(&held.identity.keys, held.identity.owner.as_str(), lease)]);
+        let call = lock_calls::renew([(&held.identity.keys, held.identity.owner.as_str(), lease)]);
         let sent_at = Instant::now();
         let nodes = held.engine.nodes.len();
         let ttls = |answers: &[Result<RenewReply, LockError>]| -> Vec<Option<i64>> {

@@ -14,7 +14,7 @@ use crate::lock::identity::HoldIdentity;
 use crate::lock::quorum::Renewal;
 use crate::lock::time::{drift, later};
 use crate::metrics;
-use crate::protocol::calls;
+use crate::protocol::lock_calls;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::ReleaseReply;
 use crate::trace;
@@ -22,7 +22,7 @@ use crate::trace;
 /// One hold of a lock by one owner. Reentrant guards of a scope share it.
 ///
 /// It knows the engine it releases through, and nothing above: the client's registry
-/// ([`Holds`](super::holds::Holds)) and the owner's scope keep track of it, not the reverse.
+/// ([`HoldRegistry`](super::hold_registry::HoldRegistry)) and the owner's scope keep track of it, not the reverse.
 #[derive(Debug)]
 pub(crate) struct Held {
     pub(crate) engine: Arc<Engine>,
@@ -285,7 +285,7 @@ impl Held {
             lease,
             ..
         } = &self.identity;
-        let call = calls::release(keys, owner, *lease, publish, None, *capacity);
+        let call = lock_calls::release(keys, owner, *lease, publish, None, *capacity);
         // A Redlock hold missing from a majority was lost (another owner could take the
         // majority): the release must say so, not answer Ok at the first node that had it
         // (found by distlock-verify's honesty checker: a force release raced an acquisition,

@@ -336,8 +336,8 @@ fn no_module_of_lock_imports_one_that_imports_it_back() {
 #[test]
 fn a_circle_is_found_and_named() {
     let edges = [
-        ("engine", "holds"),
-        ("holds", "held"),
+        ("engine", "registry"),
+        ("registry", "held"),
         ("held", "engine"),
         ("guard", "held"),
     ];
@@ -349,18 +349,21 @@ fn a_circle_is_found_and_named() {
             .insert(to.to_owned());
         graph.entry(to.to_owned()).or_default();
     }
-    assert_eq!(circles(&graph), vec![names(&["engine", "held", "holds"])]);
+    assert_eq!(
+        circles(&graph),
+        vec![names(&["engine", "held", "registry"])]
+    );
 }
 
 #[test]
 fn a_grouped_import_circle_is_found_and_named() {
     let sources: BTreeMap<String, String> = [
-        // Grouped and nested: `holds` names `held` and `engine` in one import.
+        // Grouped and nested: `registry` names `held` and `engine` in one import.
         (
-            "holds",
+            "registry",
             "use crate::lock::{held::{Acquired, Held}, engine::Engine};",
         ),
-        ("held", "use crate::lock::{time::later, holds::{self}};"),
+        ("held", "use crate::lock::{time::later, registry::{self}};"),
         ("engine", "use super::{config::Config};"),
         ("config", ""),
         ("time", ""),
@@ -369,10 +372,10 @@ fn a_grouped_import_circle_is_found_and_named() {
     .map(|(module, source)| (module.to_owned(), source.to_owned()))
     .collect();
     let graph = graph_of(&sources);
-    assert_eq!(graph["holds"], names(&["held", "engine"]), "{graph:?}");
-    assert_eq!(graph["held"], names(&["time", "holds"]), "{graph:?}");
+    assert_eq!(graph["registry"], names(&["held", "engine"]), "{graph:?}");
+    assert_eq!(graph["held"], names(&["time", "registry"]), "{graph:?}");
     assert_eq!(graph["engine"], names(&["config"]), "{graph:?}");
-    assert_eq!(circles(&graph), vec![names(&["held", "holds"])]);
+    assert_eq!(circles(&graph), vec![names(&["held", "registry"])]);
 }
 
 #[test]
@@ -455,5 +458,5 @@ fn paths_resolve_from_where_they_are_written() {
         Some("engine")
     );
     assert_eq!(resolve("engine", "super::super::engine"), None);
-    assert_eq!(resolve("engine", "crate::protocol::calls"), None);
+    assert_eq!(resolve("engine", "crate::protocol::lock_calls"), None);
 }

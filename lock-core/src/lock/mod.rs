@@ -9,7 +9,7 @@
 //!    through the engine — at once, or waiting in the fair queue ([`queued`]) — with the
 //!    clean-up guard [`pending`] and the Redlock tallies of [`quorum`]; a grant becomes
 //! 3. a [`guard`] over a [`held`] hold (that identity and its token), which joins the
-//!    client's [`holds`] (the registry the [`watchdog`] renews, [`revoke`] marks lost and
+//!    client's [`hold_registry`] (the registry the [`watchdog`] renews, [`revoke`] marks lost and
 //!    the shutdown releases) and the scope;
 //! 4. [`engine`], at the bottom: connections, settings ([`config`], [`health`]), the
 //!    topology fan-out and timeouts, through which every call reaches Redis
@@ -29,7 +29,7 @@ pub(crate) mod guarded_run;
 pub(crate) mod guarded_write;
 pub(crate) mod health;
 pub(crate) mod held;
-pub(crate) mod holds;
+pub(crate) mod hold_registry;
 pub(crate) mod identity;
 #[cfg(test)]
 mod layers;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::lock::engine::Engine;
 use crate::lock::identity::HoldIdentity;
-use crate::protocol::calls;
+use crate::protocol::lock_calls;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::ReleaseReply;
 
@@ -67,7 +67,7 @@ pub(crate) async fn leave(engine: &Engine, identity: &HoldIdentity) {
     } = identity;
     let name = LockName::from(keys.lock());
     let publish = engine.config.publish;
-    let call = calls::release(keys, owner, *lease, publish, Some(meta), *capacity);
+    let call = lock_calls::release(keys, owner, *lease, publish, Some(meta), *capacity);
     for answer in engine.call_each(&name, *lease, call).await {
         match answer {
             Ok(ReleaseReply::NotHeld) => {}

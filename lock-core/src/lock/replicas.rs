@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::error::LockError;
 use crate::lock::guard::LockGuard;
 use crate::lock::time::later;
-use crate::protocol::calls;
+use crate::protocol::lock_calls;
 use crate::transport::backend::Conn;
 
 /// Pause after a failed `WAIT`, so a server that refuses at once is not asked in a busy loop.
@@ -62,7 +62,7 @@ async fn acknowledged(
     let engine = &held.engine;
     let mut conn: Conn = engine.replication.clone().unwrap_or_else(|| engine.conn());
     let command_timeout = engine.config.command_timeout;
-    let touch = calls::touch(
+    let touch = lock_calls::touch(
         &held.identity.keys,
         &held.identity.owner,
         held.identity.lease,

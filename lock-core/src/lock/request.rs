@@ -13,7 +13,7 @@ use crate::error::LockError;
 use crate::lock::acquire;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
-use crate::lock::holds::Holds;
+use crate::lock::hold_registry::HoldRegistry;
 use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
@@ -29,7 +29,7 @@ use crate::trace;
 pub struct LockRequest {
     engine: Arc<Engine>,
     /// The client's holds, which the hold joins.
-    holds: Arc<Holds>,
+    holds: Arc<HoldRegistry>,
     pub(crate) name: LockName,
     pub(crate) kind: LockMode,
     /// A semaphore's capacity as this caller sees it (1 for the other kinds).
@@ -50,7 +50,7 @@ impl fmt::Debug for LockRequest {
 impl LockRequest {
     pub(crate) fn new(
         engine: Arc<Engine>,
-        holds: Arc<Holds>,
+        holds: Arc<HoldRegistry>,
         name: LockName,
         kind: LockMode,
     ) -> Self {

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use crate::error::bounded;
 use crate::lock::engine::Engine;
-use crate::lock::holds::Holds;
+use crate::lock::hold_registry::HoldRegistry;
 use crate::protocol::name::LockName;
 
 /// The start of every client's revocation channel.
@@ -31,7 +31,7 @@ pub(crate) fn channel(client_id: &str) -> Vec<u8> {
 }
 
 /// Starts the client's revocation listener, once (called at each new hold of `holds`).
-pub(crate) fn listen(engine: &Engine, holds: &Arc<Holds>) {
+pub(crate) fn listen(engine: &Engine, holds: &Arc<HoldRegistry>) {
     if !holds.start_listening() {
         return;
     }
@@ -43,7 +43,7 @@ pub(crate) fn listen(engine: &Engine, holds: &Arc<Holds>) {
 }
 
 /// Marks each revoked hold lost; ends with the client (its pub/sub task drops the sender).
-async fn serve(holds: Weak<Holds>, mut revocations: mpsc::UnboundedReceiver<Vec<u8>>) {
+async fn serve(holds: Weak<HoldRegistry>, mut revocations: mpsc::UnboundedReceiver<Vec<u8>>) {
     while let Some(payload) = revocations.recv().await {
         let Some(holds) = holds.upgrade() else {
             return;

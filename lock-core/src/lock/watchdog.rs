@@ -13,10 +13,10 @@ use tokio_util::sync::CancellationToken;
 use crate::error::LockError;
 use crate::lock::engine::Engine;
 use crate::lock::held::Held;
-use crate::lock::holds::Holds;
+use crate::lock::hold_registry::HoldRegistry;
 use crate::lock::quorum::renewal;
 use crate::lock::time::later;
-use crate::protocol::calls;
+use crate::protocol::lock_calls;
 use crate::protocol::replies::RenewReply;
 use crate::transport::backend::Conn;
 
@@ -24,7 +24,7 @@ use crate::transport::backend::Conn;
 const BATCH: usize = 512;
 
 /// The locks to renew now; those past the client's maximum hold are left to expire.
-fn due(holds: &Holds, max_hold: Option<Duration>) -> Vec<Arc<Held>> {
+fn due(holds: &HoldRegistry, max_hold: Option<Duration>) -> Vec<Arc<Held>> {
     let now = Instant::now();
     let mut due = holds.renewed();
     due.retain(|held| {
@@ -39,7 +39,7 @@ fn due(holds: &Holds, max_hold: Option<Duration>) -> Vec<Arc<Held>> {
 
 /// Starts the client's renewal task: it renews `holds` through `engine` every `interval`,
 /// and ends with the engine (whose holds all ended then) or its stop signal.
-pub(crate) fn start(engine: &Arc<Engine>, holds: &Arc<Holds>) {
+pub(crate) fn start(engine: &Arc<Engine>, holds: &Arc<HoldRegistry>) {
     let task = run(
         Arc::downgrade(engine),
         Arc::clone(holds),
@@ -50,7 +50,12 @@ pub(crate) fn start(engine: &Arc<Engine>, holds: &Arc<Holds>) {
 }
 
 /// Runs until `stop` fires or the client is gone.
-async fn run(engine: Weak<Engine>, holds: Arc<Holds>, interval: Duration, stop: CancellationToken) {
+async fn run(
+    engine: Weak<Engine>,
+    holds: Arc<HoldRegistry>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
@@ -75,7 +80,7 @@ pub(crate) async fn renew(client: &Engine, due: &[Arc<Held>]) {
     let groups = batches(due, &client.conn());
     let batches = groups.iter().map(|batch| async move {
         let identities = batch.iter().map(|h| &h.identity);
-        let call = calls::renew(identities.map(|i| (&i.keys, i.owner.as_str(), i.lease)));
+        let call = lock_calls::renew(identities.map(|i| (&i.keys, i.owner.as_str(), i.lease)));
         // Errors name the batch's first lock (the log line gives the batch size); watchdog
         // locks all have the client's lease.
         let (name, lease) = (&batch[0].name, batch[0].identity.lease);

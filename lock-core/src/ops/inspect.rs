@@ -5,9 +5,9 @@ use std::time::Duration;
 use crate::error::LockError;
 use crate::lock::engine::Engine;
 
-use crate::protocol::calls;
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::kind::mode::LockMode;
+use crate::protocol::lock_calls;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::{HoldingReply, InspectReply};
 
@@ -161,7 +161,7 @@ async fn read(
     name: &LockName,
     keys: &LockKeys,
 ) -> Result<(LockState, bool), LockError> {
-    let call = calls::inspect(keys);
+    let call = lock_calls::inspect(keys);
     let answers = client.call_each(name, client.config.lease, call).await;
     let nodes = answers.len();
     let mut states = Vec::with_capacity(nodes);

@@ -18,10 +18,10 @@ use crate::lock::revoke;
 use crate::ops::inspect::LockState;
 use crate::ops::libraries::{FunctionNode, NodeLibraries};
 use crate::ops::list::glob_escape;
-use crate::protocol::call;
-use crate::protocol::calls;
+use crate::protocol::fcall;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::library::LIBRARY_NAME;
+use crate::protocol::lock_calls;
 use crate::protocol::name::{decode, encode_into, LockName};
 
 /// Locks [`LockClient::list`] reads at once.
@@ -113,7 +113,7 @@ impl LockClient {
         let timeout = self.engine.config.command_timeout;
         for conn in &self.engine.nodes {
             let mut conn = conn.clone();
-            bounded(&what, timeout, call::load(&mut conn)).await?;
+            bounded(&what, timeout, fcall::load(&mut conn)).await?;
         }
         Ok(LIBRARY_NAME)
     }
@@ -211,7 +211,7 @@ impl LockClient {
         let kind = mode.unwrap_or(LockMode::Exclusive);
         let keys = self.engine.keys(&name, kind)?;
         // Every node: a Redlock lock lives on a majority of them.
-        let call = calls::force_release(&keys, self.engine.config.publish);
+        let call = lock_calls::force_release(&keys, self.engine.config.publish);
         let mut released = false;
         let mut first_error = None;
         for answer in self

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::protocol::call::{Arg, Call};
-use crate::protocol::calls::millis;
+use crate::protocol::fcall::{Arg, Call};
 use crate::protocol::library::Function;
+use crate::protocol::lock_calls::millis;
 use crate::protocol::messages::Publish;
 use crate::protocol::name::LockKeys;
 use crate::protocol::replies::ReleaseReply;

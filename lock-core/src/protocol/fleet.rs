@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, ParsingError, Value};
 
-use crate::protocol::call::{Arg, Call};
-use crate::protocol::calls::on_lock;
+use crate::protocol::fcall::{Arg, Call};
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::library::Function;
+use crate::protocol::lock_calls::on_lock;
 use crate::protocol::messages::Publish;
 use crate::protocol::name::LockKeys;
 

@@ -1,9 +1,9 @@
 //! The on-Redis protocol, in one place: lock names and the keys derived from them
 //! ([`name`], [`template`]), the kinds of hold ([`kind`]), the Redis Functions library
 //! that runs every operation (its Lua files joined and its functions named in [`library`]),
-//! one call of it ([`call`]) and the calls of each operation ([`calls`], [`fleet`],
-//! [`complete`], [`write_commands`]), what
-//! they answer ([`replies`]), the messages on a lock's channel ([`messages`]), and the
+//! one `FCALL` of it ([`fcall`]: built, sent, the library loaded where it is missing), the
+//! calls of each operation ([`lock_calls`], [`fleet`], [`complete`], [`write_commands`]),
+//! what they answer ([`replies`]), the messages on a lock's channel ([`messages`]), and the
 //! holder record ([`holder`]).
 //!
 //! The lock itself is Redisson's `RLock` layout: a hash `owner → hold count` with a PEXPIRE,
@@ -59,17 +59,17 @@
 //!    function, and whether it only reads, may run under OOM, fails fast and has a Cluster
 //!    variant. The [`Function`](library::Function) variant, its name and its registration
 //!    come from that line; bump the version in `library!` and pin the new digest.
-//! 3. Build its call (keys and arguments in the function's order) in [`calls`], or in the
+//! 3. Build its call (keys and arguments in the function's order) in [`lock_calls`], or in the
 //!    module of its feature ([`fleet`], [`complete`], [`write_commands`]).
 //! 4. Read its answer into a type in [`replies`] (or beside its call).
 
-pub(crate) mod call;
-pub(crate) mod calls;
 pub(crate) mod complete;
+pub(crate) mod fcall;
 pub(crate) mod fleet;
 pub(crate) mod holder;
 pub(crate) mod kind;
 pub(crate) mod library;
+pub(crate) mod lock_calls;
 pub(crate) mod messages;
 pub(crate) mod name;
 pub(crate) mod replies;

@@ -11,7 +11,7 @@
 
 use redis::{Pipeline, Value};
 
-use crate::protocol::call::{Arg, Call};
+use crate::protocol::fcall::{Arg, Call};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::library::Function;
 use crate::protocol::name::LockKeys;

@@ -11,13 +11,13 @@ use crate::error::LockError;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::held::Acquired;
-use crate::lock::holds::Holds;
+use crate::lock::hold_registry::HoldRegistry;
 use crate::lock::identity::{owner_id, HoldIdentity};
 use crate::lock::pending::Pending;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::metrics::{self, MetricsLabel};
-use crate::protocol::calls;
 use crate::protocol::kind::mode::LockMode;
+use crate::protocol::lock_calls;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::protocol::replies::MultiAcquireReply;
 
@@ -28,7 +28,7 @@ const EXCLUSIVE_CAPACITY: u32 = 1;
 /// A multi-lock's uncontended path: every name in one function call.
 pub(super) struct AtOnce {
     pub(super) engine: Arc<Engine>,
-    pub(super) holds: Arc<Holds>,
+    pub(super) holds: Arc<HoldRegistry>,
     pub(super) names: Vec<LockName>,
     pub(super) keys: Vec<LockKeys>,
     pub(super) lease: Duration,
@@ -60,7 +60,7 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
     };
     let owner = owner_id(&r.engine.id, next_owner_number(), LockMode::Exclusive);
     let started = Instant::now();
-    let call = calls::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
+    let call = lock_calls::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
     // One identity per name: the same owner, each name's keys.
     let identities: Vec<HoldIdentity> = (r.keys.into_iter())
         .map(|keys| HoldIdentity {

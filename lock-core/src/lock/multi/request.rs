@@ -15,7 +15,7 @@ use crate::error::LockError;
 use crate::lock::config::check_request_lease;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
-use crate::lock::holds::Holds;
+use crate::lock::hold_registry::HoldRegistry;
 use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions};
 use crate::lock::request::LockRequest;
 use crate::lock::scope::Scope;
@@ -31,7 +31,7 @@ use crate::protocol::name::{LockKeys, LockName};
 pub struct MultiLockRequest {
     engine: Arc<Engine>,
     /// The client's holds, which every name's hold joins.
-    holds: Arc<Holds>,
+    holds: Arc<HoldRegistry>,
     /// The names as given (a name given twice is taken once).
     names: Vec<LockName>,
     options: RequestOptions,
@@ -47,7 +47,7 @@ impl fmt::Debug for MultiLockRequest {
 }
 
 impl MultiLockRequest {
-    pub(crate) fn new(engine: Arc<Engine>, holds: Arc<Holds>, names: Vec<LockName>) -> Self {
+    pub(crate) fn new(engine: Arc<Engine>, holds: Arc<HoldRegistry>, names: Vec<LockName>) -> Self {
         let options = RequestOptions::new(&engine);
         Self {
             engine,

@@ -3,7 +3,7 @@
 //! exhaustive `match`: a new kind is a new variant, and the compiler lists every Rust place
 //! that must handle it — these methods, [`LockMode::letter`] (and the arms of
 //! [`mode_letter!`](mode::mode_letter)), and the calls that pick a function by kind in
-//! [`calls`](crate::protocol::calls) and [`write_commands`](crate::protocol::write_commands).
+//! [`lock_calls`](crate::protocol::lock_calls) and [`write_commands`](crate::protocol::write_commands).
 //!
 //! The compiler does not see the Lua side. A new kind's functions are Lua in a file of its
 //! own under `library/` and lines of the table in [`library`](crate::protocol::library);

@@ -1,16 +1,16 @@
-//! What a [`LockError`] answers over HTTP and gRPC, for handlers that return it (features
-//! `axum` and `tonic`): the codes of lock-tower's layer, and a body that names the lock's
+//! What a [`LockError`] answers over HTTP, for handlers that return it (feature `axum`):
+//! the statuses and `Retry-After` of lock-tower's layer, and a body that names the lock's
 //! situation, never its holder (service, host, pid, request id) or a Redis address — those
 //! stay in the error value and belong in logs.
 //!
-//! The codes, messages and `Retry-After` are [`Answer`](crate::Answer)'s, the one mapping.
+//! The statuses, messages and `Retry-After` are [`Answer`](crate::Answer)'s, the one
+//! mapping.
 
 use crate::LockError;
 
 /// A handler can return `Result<T, LockError>`: the layer's statuses and `Retry-After`.
 ///
 /// Available with the crate feature `axum`.
-#[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl axum_core::response::IntoResponse for LockError {
     /// `409` when busy, `503` when Redis is unavailable or the lock was lost, `400` for an
@@ -33,50 +33,23 @@ impl axum_core::response::IntoResponse for LockError {
     }
 }
 
-/// A gRPC method can use `?` on a `LockError`: the layer's codes.
-///
-/// Available with the crate feature `tonic`.
-#[cfg(feature = "tonic")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
-impl From<LockError> for tonic::Status {
-    /// `ABORTED` when busy or lost, `UNAVAILABLE` when Redis is unavailable,
-    /// `INVALID_ARGUMENT` for an invalid name, else `INTERNAL`, with a message that never
-    /// names the holder. The error itself is logged at `debug`.
-    fn from(error: LockError) -> Self {
-        let answer = error.answer();
-        tracing::debug!(%error, "lock error answered over gRPC");
-        tonic::Status::new(tonic::Code::from_i32(answer.grpc_code()), answer.message())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
+    use axum_core::response::IntoResponse;
+
     use super::*;
 
-    fn busy() -> LockError {
-        LockError::WaitTimeout {
+    #[test]
+    fn busy_is_409() {
+        let busy = LockError::WaitTimeout {
             name: "item_7".into(),
             waited: Duration::ZERO,
             remaining_ttl: None,
             holder: None,
-        }
-    }
-
-    #[cfg(feature = "tonic")]
-    #[test]
-    fn busy_is_aborted_without_the_holder() {
-        let status = tonic::Status::from(busy());
-        assert_eq!(status.code(), tonic::Code::Aborted);
-        assert_eq!(status.message(), "the resource is locked; retry later");
-    }
-
-    #[cfg(feature = "axum")]
-    #[test]
-    fn busy_is_409() {
-        use axum_core::response::IntoResponse;
-        let response = busy().into_response();
+        };
+        let response = busy.into_response();
         assert_eq!(response.status(), http::StatusCode::CONFLICT);
         assert_eq!(response.headers()[http::header::RETRY_AFTER], "1");
     }

@@ -20,7 +20,7 @@ const MIN_SWEEP: usize = 64;
 
 /// The holds of a client.
 #[derive(Debug)]
-pub(crate) struct Holds {
+pub(crate) struct HoldRegistry {
     state: Mutex<State>,
     /// Set once the revocation listener was started (at the first hold).
     listening: AtomicBool,
@@ -40,7 +40,7 @@ struct State {
     closed: bool,
 }
 
-impl Default for Holds {
+impl Default for HoldRegistry {
     fn default() -> Self {
         let state = State {
             held: Vec::new(),
@@ -56,7 +56,7 @@ impl Default for Holds {
     }
 }
 
-impl Holds {
+impl HoldRegistry {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -167,7 +167,7 @@ mod tests {
         Held::new(Arc::clone(&client.engine), acquired)
     }
 
-    fn entries(holds: &Holds) -> usize {
+    fn entries(holds: &HoldRegistry) -> usize {
         holds.state().held.len()
     }
 
@@ -178,7 +178,7 @@ mod tests {
 
     #[tokio::test]
     async fn ended_and_dropped_holds_are_swept_out() {
-        let (client, holds) = (client(), Holds::default());
+        let (client, holds) = (client(), HoldRegistry::default());
         let kept: Vec<_> = (0..10).map(|n| hold(&client, n, true)).collect();
         kept.iter().for_each(|h| assert!(holds.insert(h)));
         for n in 10..10_000 {
@@ -194,7 +194,7 @@ mod tests {
 
     #[tokio::test]
     async fn readers_skip_ended_and_lost_holds() {
-        let (client, holds) = (client(), Holds::default());
+        let (client, holds) = (client(), HoldRegistry::default());
         let held: Vec<_> = (0..4).map(|n| hold(&client, n, n != 3)).collect();
         held.iter().for_each(|h| assert!(holds.insert(h)));
         held[0].end_locally();

@@ -1,10 +1,15 @@
 //! How a [`LockError`] is answered at the edge of a service: the one mapping from errors to
 //! HTTP statuses, gRPC codes, messages and `Retry-After` that lock-core's `axum` and `tonic`
-//! answers and lock-tower's layer share.
+//! answers (`axum_response.rs`, `tonic_status.rs`) and lock-tower's layer share.
 
 use std::time::Duration;
 
 use crate::LockError;
+
+#[cfg(feature = "axum")]
+mod axum_response;
+#[cfg(feature = "tonic")]
+mod tonic_status;
 
 /// The class of a [`LockError`] as a client of the service sees it ([`LockError::answer`]).
 ///
@@ -27,7 +32,7 @@ pub enum Answer {
     Lost,
     /// The lock name made from the request is invalid.
     InvalidName,
-    /// Anything else: a misconfiguration, a client that shut down.
+    /// Anything else: a misconfiguration, such as a missing default client.
     Internal,
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::protocol::call::{Arg, Call};
+use crate::protocol::fcall::{Arg, Call};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::library::Function;
 use crate::protocol::messages::Publish;
