@@ -84,7 +84,7 @@ async fn wait_for_lock(
     client: &LockClient,
     name: &str,
     what: &str,
-    check: impl Fn(&lock_core::LockState) -> bool,
+    check: impl Fn(&lock_core::ops::LockState) -> bool,
 ) {
     let deadline = Instant::now() + GENEROUS;
     loop {

@@ -342,7 +342,7 @@ async fn source_prints_the_library_an_operator_loads_by_hand() {
     let out = run(&["--url", "redis://127.0.0.1:1", "functions", "source"]).await;
     assert!(out.status.success(), "{out:?}");
     let source = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(source, lock_core::FUNCTIONS_SOURCE);
+    assert_eq!(source, lock_core::ops::FUNCTIONS_SOURCE);
     let server = RedisServer::start();
     let loaded: String = server.command(redis::cmd("FUNCTION").arg("LOAD").arg(&source));
     let listed = on_json(&server.url(), &["functions", "list"]).await;

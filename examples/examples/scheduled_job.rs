@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use distlock_examples::ExampleRedis;
-use lock_core::{distributed_lock, JobOutcome, LockClient, LockError};
+use lock_core::{distributed_lock, job::JobOutcome, LockClient, LockError};
 
 const PERIOD: Duration = Duration::from_millis(500);
 const FIRES: u64 = 10;

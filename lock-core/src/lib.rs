@@ -59,17 +59,19 @@
 //!
 //! # Run once across the fleet
 //! [`LockClient::job`] runs a scheduled job's fire on one instance and skips it on the
-//! others, saying which in a [`JobOutcome`] (ShedLock's semantics: `hold_at_least` keeps
-//! the name held after a fast job so skewed schedules do not run a fire twice,
-//! `hold_at_most` ends a dead instance's hold). [`LockClient::election`] elects a leader:
-//! [`Election::campaign`] waits for a [`Leadership`] (its term's fencing token, `lost()`,
-//! `resign()`), [`Election::leader`] reads who leads and [`Election::observe`] streams the
-//! changes.
+//! others, saying which in a [`JobOutcome`](job::JobOutcome) (ShedLock's semantics:
+//! `hold_at_least` keeps the name held after a fast job so skewed schedules do not run a
+//! fire twice, `hold_at_most` ends a dead instance's hold). [`LockClient::election`] elects
+//! a leader: [`Election::campaign`](election::Election::campaign) waits for a
+//! [`Leadership`](election::Leadership) (its term's fencing token, `lost()`, `resign()`),
+//! [`Election::leader`](election::Election::leader) reads who leads and
+//! [`Election::observe`](election::Election::observe) streams the changes. Their types are
+//! in the [`job`] and [`election`] modules.
 //!
 //! ```no_run
 //! # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
 //! use std::time::Duration;
-//! use lock_core::JobOutcome;
+//! use lock_core::job::JobOutcome;
 //!
 //! let fire = client.job("nightly_report").hold_at_least(Duration::from_secs(300));
 //! if let JobOutcome::Skipped(_) = fire.run(async { /* the report */ }).await? {
@@ -84,9 +86,10 @@
 //! Every acquisition records who holds the lock ([`HolderInfo`]: service, host, pid,
 //! request id, since when) next to it, in the same function call, so a busy lock's
 //! [`LockError::WaitTimeout`] names its holder. [`LockClient::inspect`],
-//! [`LockClient::list`] and [`LockClient::force_release`] are the operator's tools, and the
-//! `distlock` CLI (package `distlock-cli`) wraps them. A forced release tells the former holder's client at once
-//! (its guard's [`lost`](LockGuard::lost) fires within milliseconds).
+//! [`LockClient::list`] and [`LockClient::force_release`] are the operator's tools (what
+//! they answer is in the [`ops`] module), and the `distlock` CLI (package `distlock-cli`)
+//! wraps them. A forced release tells the former holder's client at once (its guard's
+//! [`lost`](LockGuard::lost) fires within milliseconds).
 //!
 //! # At the edge of a service
 //! [`LockClient::ping`] answers a readiness probe (every topology; see there what "ready"
@@ -133,7 +136,7 @@
 //!   lock-tower's status codes and a body that never names the holder (409 / `ABORTED` when
 //!   busy, 503 / `UNAVAILABLE` when Redis is down, 503 / `ABORTED` when lost).
 //! - `serde`: `LockClient::idempotent`, a future run once per idempotency key with its
-//!   result stored as JSON.
+//!   result stored as JSON (the protocol's types are in the [`idempotency`] module).
 //!
 //! # The guide
 //! The guide walks through distlock chapter by chapter — getting started (with the life
@@ -154,16 +157,16 @@
 
 mod answer;
 mod client;
-mod election;
+pub mod election;
 mod error;
 #[cfg(feature = "docs")]
 #[cfg_attr(docsrs, doc(cfg(feature = "docs")))]
 pub mod guide;
-mod idempotent;
-mod job;
+pub mod idempotency;
+pub mod job;
 mod lock;
 mod metrics;
-mod ops;
+pub mod ops;
 mod protocol;
 mod trace;
 mod transport;
@@ -172,20 +175,7 @@ pub use answer::Answer;
 pub use client::builder::LockClientBuilder;
 pub use client::default::{default_client, set_default_client};
 pub use client::handle::LockClient;
-pub use election::handle::Election;
-pub use election::leader::Leader;
-pub use election::leadership::Leadership;
-pub use election::observe::Observe;
 pub use error::LockError;
-pub use idempotent::error::IdempotencyError;
-pub use idempotent::fingerprint::{Fingerprint, FingerprintBuilder};
-pub use idempotent::record::StoredKind;
-#[cfg(feature = "serde")]
-#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub use idempotent::run::{IdempotentRequest, Outcome};
-pub use idempotent::{Begin, Idempotency, InFlight, Stored, DEFAULT_RETENTION};
-pub use job::outcome::{JobOutcome, Skipped};
-pub use job::request::JobRequest;
 pub use lock::guard::{LockGuard, Lost, Release};
 pub use lock::guarded_run::{Guarded, GuardedRun, OnLost};
 pub use lock::multi::{MultiLockGuard, MultiLockRequest, MultiLost};
@@ -194,8 +184,6 @@ pub use lock::scope::{
     current_lock, scope, with_lock_info, InScope, LockInfo, OwnerScope, WithLockInfo,
 };
 pub use lock_template::{encode_value, TemplateError};
-pub use ops::inspect::{Holding, LockState};
-pub use ops::libraries::{FunctionLibrary, FunctionNode, NodeLibraries, FUNCTIONS_SOURCE};
 pub use protocol::holder::HolderInfo;
 pub use protocol::kind::mode::LockMode;
 pub use protocol::name::LockName;
@@ -240,16 +228,18 @@ pub mod __private {
         /// What the body returns.
         type Body;
         /// The function's result from the job's outcome.
-        fn from_outcome(outcome: crate::JobOutcome<Self::Body>) -> Self;
+        fn from_outcome(outcome: crate::job::JobOutcome<Self::Body>) -> Self;
     }
 
     #[diagnostic::do_not_recommend]
-    impl<T, E> JobResult for Result<crate::JobOutcome<T>, E> {
+    impl<T, E> JobResult for Result<crate::job::JobOutcome<T>, E> {
         type Body = Result<T, E>;
-        fn from_outcome(outcome: crate::JobOutcome<Result<T, E>>) -> Self {
+        fn from_outcome(outcome: crate::job::JobOutcome<Result<T, E>>) -> Self {
             match outcome {
-                crate::JobOutcome::Ran(body) => body.map(crate::JobOutcome::Ran),
-                crate::JobOutcome::Skipped(skipped) => Ok(crate::JobOutcome::Skipped(skipped)),
+                crate::job::JobOutcome::Ran(body) => body.map(crate::job::JobOutcome::Ran),
+                crate::job::JobOutcome::Skipped(skipped) => {
+                    Ok(crate::job::JobOutcome::Skipped(skipped))
+                }
             }
         }
     }

@@ -7,7 +7,10 @@
 
 use std::time::Duration;
 
-use lock_core::{IdempotencyError, JobOutcome, LockClient, LockClientBuilder, Outcome};
+use lock_core::{
+    idempotency::IdempotencyError, idempotency::Outcome, job::JobOutcome, LockClient,
+    LockClientBuilder,
+};
 use redis::aio::MultiplexedConnection;
 
 use crate::locks::{wait_until, GENEROUS};

@@ -50,7 +50,7 @@ pub struct Election {
 }
 
 impl LockClient {
-    /// The leader election on the name `name` (see [`Election`](crate::Election)).
+    /// The leader election on the name `name` (see [`Election`](crate::election::Election)).
     pub fn election(&self, name: impl Into<LockName>) -> Election {
         Election::new(self.clone(), name.into())
     }

@@ -8,8 +8,8 @@ use crate::protocol::fleet::{self, LeaderReply};
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::name::{LockKeys, LockName};
 
-/// The leader of an election, as [`Election::leader`](crate::Election::leader) and
-/// [`Election::observe`](crate::Election::observe) read it.
+/// The leader of an election, as [`Election::leader`](crate::election::Election::leader) and
+/// [`Election::observe`](crate::election::Election::observe) read it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Leader {
     owner: String,

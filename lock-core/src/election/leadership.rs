@@ -1,4 +1,4 @@
-//! A leader's term: the guard that [`Election::campaign`](crate::Election::campaign)
+//! A leader's term: the guard that [`Election::campaign`](crate::election::Election::campaign)
 //! returns.
 
 use crate::error::LockError;
@@ -15,7 +15,7 @@ use crate::protocol::name::LockName;
 /// next renewal, and only the token lets the resource refuse it.
 ///
 /// Dropping it resigns in the background; [`resign`](Self::resign) does so and reports the
-/// outcome. Followers waiting in [`campaign`](crate::Election::campaign) take over at once.
+/// outcome. Followers waiting in [`campaign`](crate::election::Election::campaign) take over at once.
 #[must_use = "dropping the leadership resigns at once"]
 #[derive(Debug)]
 pub struct Leadership {
@@ -71,7 +71,7 @@ impl Leadership {
     ///
     /// # Errors
     /// [`LockError::Lost`] when the term has ended; [`LockError::InvalidRequest`] for a
-    /// value above [`Election::MAX_VALUE`](crate::Election::MAX_VALUE) bytes; the Redis
+    /// value above [`Election::MAX_VALUE`](crate::election::Election::MAX_VALUE) bytes; the Redis
     /// errors.
     ///
     /// # Cancel safety

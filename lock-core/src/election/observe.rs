@@ -26,7 +26,7 @@ const MAX_RETRY: Duration = Duration::from_secs(1);
 /// has renewed it, a dead one's has ended.
 const PAST_LEASE: Duration = Duration::from_millis(5);
 
-/// The stream of [`Election::observe`](crate::Election::observe): yields who leads after
+/// The stream of [`Election::observe`](crate::election::Election::observe): yields who leads after
 /// each change (`None`: nobody). Never ends; dropping it stops listening.
 #[must_use = "streams do nothing unless polled"]
 pub struct Observe {

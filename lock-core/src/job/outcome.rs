@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::name::LockName;
 
-/// The outcome of one fire of a [scheduled job](crate::JobRequest): the body ran here, or
+/// The outcome of one fire of a [scheduled job](crate::job::JobRequest): the body ran here, or
 /// the fire was skipped because another instance held the job's name.
 ///
 /// A skip is a value, not an error (it is the normal case on every instance but one), and

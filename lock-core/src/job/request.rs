@@ -35,7 +35,7 @@ use crate::protocol::name::LockName;
 /// ```no_run
 /// # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
 /// use std::time::Duration;
-/// use lock_core::JobOutcome;
+/// use lock_core::job::JobOutcome;
 ///
 /// let fire = client
 ///     .job("nightly_report")
@@ -58,7 +58,7 @@ pub struct JobRequest {
 
 impl LockClient {
     /// Starts a scheduled job's fire on the name `name`: run once across the fleet,
-    /// skipped where the name is held (see [`JobRequest`](crate::JobRequest)).
+    /// skipped where the name is held (see [`JobRequest`](crate::job::JobRequest)).
     pub fn job(&self, name: impl Into<LockName>) -> JobRequest {
         JobRequest::new(self.clone(), name.into())
     }

@@ -22,7 +22,7 @@ use crate::protocol::name::LockName;
 /// or `distlock functions load`. Its first line names the library, and so its version.
 ///
 /// ```
-/// assert!(lock_core::FUNCTIONS_SOURCE.starts_with("#!lua name=distlock_"));
+/// assert!(lock_core::ops::FUNCTIONS_SOURCE.starts_with("#!lua name=distlock_"));
 /// ```
 pub const FUNCTIONS_SOURCE: &str = LIBRARY;
 

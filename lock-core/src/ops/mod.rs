@@ -1,13 +1,19 @@
-//! The operator's tools: inspecting one lock ([`inspect`]), listing locks with SCAN
-//! ([`list`]), forcing a release, and the Functions library's versions on the servers
-//! ([`libraries`]).
-//!
-//! The `impl LockClient` block below holds every operator method of the client, and
-//! nowhere else has one (see [`crate::client`] for the client's other blocks).
+//! What an operator reads: a lock's state ([`LockState`], [`Holding`]) from
+//! [`LockClient::inspect`] and [`LockClient::list`], and the Functions library on the
+//! servers ([`NodeLibraries`] from [`LockClient::list_functions`], the text in
+//! [`FUNCTIONS_SOURCE`]). [`LockClient::force_release`] is the third tool.
+
+// Inspecting one lock (`inspect`), listing locks with SCAN (`list`), forcing a release, and
+// the Functions library's versions on the servers (`libraries`). The `impl LockClient`
+// block below holds every operator method of the client, and nowhere else has one (see
+// `crate::client` for the client's other blocks).
 
 pub(crate) mod inspect;
 pub(crate) mod libraries;
 pub(crate) mod list;
+
+pub use inspect::{Holding, LockState};
+pub use libraries::{FunctionLibrary, FunctionNode, NodeLibraries, FUNCTIONS_SOURCE};
 
 use futures_util::stream::{self, StreamExt};
 
@@ -15,8 +21,6 @@ use crate::client::handle::LockClient;
 use crate::error::bounded;
 use crate::error::LockError;
 use crate::lock::revoke;
-use crate::ops::inspect::LockState;
-use crate::ops::libraries::{FunctionNode, NodeLibraries};
 use crate::ops::list::glob_escape;
 use crate::protocol::fcall;
 use crate::protocol::kind::mode::LockMode;

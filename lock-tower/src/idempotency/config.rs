@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, Method, StatusCode};
-use lock_core::{Fingerprint, LockClient, LockName};
+use lock_core::{idempotency::Fingerprint, LockClient, LockName};
 
 use crate::idempotency::answer::{code, Answer};
 use crate::idempotency::key::{lock_name, read_key, KeyProblem};

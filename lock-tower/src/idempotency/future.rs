@@ -8,7 +8,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
 use http::{Request, Response};
-use lock_core::{IdempotencyError, InFlight, Lost};
+use lock_core::{idempotency::IdempotencyError, idempotency::InFlight, Lost};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 

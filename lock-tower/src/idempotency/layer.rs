@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderName, Method, StatusCode};
-use lock_core::{Fingerprint, LockClient, DEFAULT_RETENTION};
+use lock_core::{idempotency::Fingerprint, idempotency::DEFAULT_RETENTION, LockClient};
 use tower_layer::Layer;
 
 use crate::idempotency::config::{CallerFn, Config, FingerprintFn};

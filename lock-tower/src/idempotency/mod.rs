@@ -1,5 +1,5 @@
 //! The idempotency-key layer: [`IdempotencyLayer`], built on lock-core's idempotency
-//! protocol ([`lock_core::Idempotency`]).
+//! protocol ([`lock_core::idempotency::Idempotency`]).
 //!
 //! The lock stops two requests for item 7 from running *at the same time*; it does not stop
 //! a client that timed out and retried from buying item 7 *twice*. [`IdempotencyLayer`]

@@ -11,7 +11,10 @@ use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use lock_core::{Begin, IdempotencyError, InFlight, LockName, Stored, StoredKind};
+use lock_core::{
+    idempotency::Begin, idempotency::IdempotencyError, idempotency::InFlight, idempotency::Stored,
+    idempotency::StoredKind, LockName,
+};
 
 use crate::idempotency::answer::{code, Answer, REPLAYED_HEADER};
 use crate::idempotency::body::{collect, Buffered, Collected, IdempotencyBody, RebuildBody};

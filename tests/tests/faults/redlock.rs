@@ -186,7 +186,7 @@ async fn set_library(server: &RedisServer, loaded: bool) {
     if loaded {
         cmd.arg("LOAD")
             .arg("REPLACE")
-            .arg(lock_core::FUNCTIONS_SOURCE);
+            .arg(lock_core::ops::FUNCTIONS_SOURCE);
     } else {
         cmd.arg("FLUSH");
     }

@@ -10,7 +10,7 @@ mod skew;
 mod topologies;
 
 use distlock_tests::locks::{keys_left, pttl, wait_until, GENEROUS};
-use lock_core::{Election, LockClient, Observe};
+use lock_core::{election::Election, election::Observe, LockClient};
 
 /// Asserts that every key left on `server` expires, within `at_most` ms when given.
 async fn every_key_expires(server: &distlock_tests::RedisServer, at_most: Option<i64>) {
@@ -30,7 +30,7 @@ async fn every_key_expires(server: &distlock_tests::RedisServer, at_most: Option
 async fn queued_campaign(
     client: &LockClient,
     election: Election,
-) -> tokio::task::JoinHandle<Result<lock_core::Leadership, lock_core::LockError>> {
+) -> tokio::task::JoinHandle<Result<lock_core::election::Leadership, lock_core::LockError>> {
     let campaign = tokio::spawn(async move { election.campaign().await });
     wait_until("the campaign waits", GENEROUS, || async {
         client.waited_channels() > 0
@@ -40,7 +40,7 @@ async fn queued_campaign(
 }
 
 /// The next change `observe` reports, within the generous bound.
-async fn next(observe: &mut Observe) -> Option<lock_core::Leader> {
+async fn next(observe: &mut Observe) -> Option<lock_core::election::Leader> {
     use futures_util::StreamExt as _;
     tokio::time::timeout(GENEROUS, observe.next())
         .await

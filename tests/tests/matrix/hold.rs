@@ -9,8 +9,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use lock_core::{
-    Begin, Election, Fingerprint, Idempotency, InFlight, JobOutcome, JobRequest, Leadership,
-    LockClient, LockGuard, LockRequest, MultiLockGuard, MultiLockRequest, OnLost, Outcome,
+    election::Election, election::Leadership, idempotency::Begin, idempotency::Fingerprint,
+    idempotency::Idempotency, idempotency::InFlight, idempotency::Outcome, job::JobOutcome,
+    job::JobRequest, LockClient, LockGuard, LockRequest, MultiLockGuard, MultiLockRequest, OnLost,
 };
 use redis::{FromRedisValue, Pipeline};
 use serde::de::DeserializeOwned;

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use futures_util::FutureExt as _;
-use lock_core::{JobOutcome, JobRequest, LockError, LockInfo};
+use lock_core::{job::JobOutcome, job::JobRequest, LockError, LockInfo};
 use tokio::sync::oneshot;
 
 type Fire = Pin<Box<dyn Future<Output = Result<JobOutcome<()>, LockError>> + Send>>;

@@ -3,7 +3,7 @@
 //! topology, each topology started once). Each cell either works, with a behavioural
 //! assertion, or answers a typed error the docs list for that combination
 //! ([`refusal::documented`]: [`LockError::InvalidRequest`] for a shared kind or an election
-//! under Redlock, and for a guarded write under a read hold or under Redlock, [`IdempotencyError::Redlock`](lock_core::IdempotencyError::Redlock) for an
+//! under Redlock, and for a guarded write under a read hold or under Redlock, [`IdempotencyError::Redlock`](lock_core::idempotency::IdempotencyError::Redlock) for an
 //! idempotency key there, [`LockError::InvalidConfig`] for `min_replicas` with Redlock, and
 //! the layer's `500` for what the topology refuses) — never a Redis error such as WRONGTYPE.
 //!

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use lock_core::{IdempotencyError, LockError};
+use lock_core::{idempotency::IdempotencyError, LockError};
 use lock_tower::BuildError;
 
 use crate::kind::Kind;

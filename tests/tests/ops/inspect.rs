@@ -214,7 +214,7 @@ async fn list_escapes_glob_characters_in_prefixes() {
         odd.lock("ab").await.unwrap(),
         plain.lock("a?").await.unwrap(),
     ];
-    let names = |locks: Vec<lock_core::LockState>| -> Vec<String> {
+    let names = |locks: Vec<lock_core::ops::LockState>| -> Vec<String> {
         let names = locks.iter().map(|s| s.name().to_string());
         names.collect()
     };

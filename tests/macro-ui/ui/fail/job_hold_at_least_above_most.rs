@@ -1,4 +1,4 @@
-use lock_core::{distributed_lock, JobOutcome, LockError};
+use lock_core::{distributed_lock, job::JobOutcome, LockError};
 
 // The body returns the job's `Result<u32, _>`: the options error comes alone, without a
 // follow-on type error on the body.

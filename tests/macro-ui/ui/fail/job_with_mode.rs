@@ -1,4 +1,4 @@
-use lock_core::{distributed_lock, JobOutcome, LockError};
+use lock_core::{distributed_lock, job::JobOutcome, LockError};
 
 #[distributed_lock(key = "report_<day>", mode = "read", on_busy = "skip")]
 async fn report(day: u32) -> Result<JobOutcome<u32>, LockError> {

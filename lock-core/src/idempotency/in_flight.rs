@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::idempotent::error::IdempotencyError;
-use crate::idempotent::fingerprint::Fingerprint;
-use crate::idempotent::record::{self, StoredKind};
+use crate::idempotency::error::IdempotencyError;
+use crate::idempotency::fingerprint::Fingerprint;
+use crate::idempotency::record::{self, StoredKind};
 use crate::lock::guard::{LockGuard, Lost, Release};
 use crate::lock::held::Held;
 use crate::protocol::complete::{complete, Completed, Hold};

@@ -10,9 +10,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::client::handle::LockClient;
-use crate::idempotent::error::IdempotencyError;
-use crate::idempotent::fingerprint::Fingerprint;
-use crate::idempotent::{Begin, Idempotency};
+use crate::idempotency::error::IdempotencyError;
+use crate::idempotency::fingerprint::Fingerprint;
+use crate::idempotency::{Begin, Idempotency};
 use crate::protocol::name::LockName;
 
 /// How an idempotent call got its result.
@@ -55,9 +55,9 @@ impl LockClient {
     /// "once" means.
     ///
     /// ```no_run
-    /// # #[derive(Debug)] enum PayError { Key(lock_core::IdempotencyError) }
-    /// # impl From<lock_core::IdempotencyError> for PayError {
-    /// #     fn from(e: lock_core::IdempotencyError) -> Self { PayError::Key(e) } }
+    /// # #[derive(Debug)] enum PayError { Key(lock_core::idempotency::IdempotencyError) }
+    /// # impl From<lock_core::idempotency::IdempotencyError> for PayError {
+    /// #     fn from(e: lock_core::idempotency::IdempotencyError) -> Self { PayError::Key(e) } }
     /// # async fn charge(_: u64, _: u64) -> Result<String, PayError> { Ok(String::new()) }
     /// # async fn demo(client: lock_core::LockClient) -> Result<(), PayError> {
     /// let (job, cents) = (42_u64, 1999_u64);
@@ -112,7 +112,7 @@ pub struct IdempotentRequest<F> {
 }
 
 impl<F> IdempotentRequest<F> {
-    /// How long the result is kept for duplicates ([`DEFAULT_RETENTION`](crate::idempotent::DEFAULT_RETENTION), 24 h, by default).
+    /// How long the result is kept for duplicates ([`DEFAULT_RETENTION`](crate::idempotency::DEFAULT_RETENTION), 24 h, by default).
     pub fn retention(mut self, retention: Duration) -> Self {
         self.idempotency = self.idempotency.retention(retention);
         self

@@ -7,10 +7,10 @@ use sha2::{Digest, Sha256};
 
 /// A digest of what a request asked for (SHA-256 of its parts), stored with its record:
 /// a later request with the same key and another fingerprint is refused
-/// ([`IdempotencyError::Mismatch`](crate::IdempotencyError::Mismatch)).
+/// ([`IdempotencyError::Mismatch`](crate::idempotency::IdempotencyError::Mismatch)).
 ///
 /// ```
-/// use lock_core::Fingerprint;
+/// use lock_core::idempotency::Fingerprint;
 /// let a = Fingerprint::builder().part(b"POST").part(b"/charges").part(b"{\"cents\":100}").finish();
 /// let b = Fingerprint::builder().part(b"POST").part(b"/charges").part(b"{\"cents\":999}").finish();
 /// assert_ne!(a, b);

@@ -3,7 +3,7 @@
 //! Layout: a version byte, a kind byte, the 32-byte fingerprint, then the payload (what
 //! the caller stored). Binary, so that a response body needs no escaping.
 
-use crate::idempotent::fingerprint::Fingerprint;
+use crate::idempotency::fingerprint::Fingerprint;
 
 const VERSION: u8 = 1;
 const HEADER: usize = 2 + 32;

@@ -13,7 +13,7 @@
 //!   successor. Duplicates get the stored result; another request with the key is refused
 //!   ([`IdempotencyError::Mismatch`]).
 //!
-//! [`LockClient::idempotent`] runs a future under that protocol (the `serde` feature);
+//! [`LockClient::idempotent`](crate::LockClient::idempotent) runs a future under that protocol (the `serde` feature);
 //! [`LockClient::idempotency`] gives its steps to middleware (lock-tower's
 //! `IdempotencyLayer`).
 
@@ -32,10 +32,13 @@ use crate::error::LockError;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 
-use error::IdempotencyError;
-use fingerprint::Fingerprint;
+pub use error::IdempotencyError;
+pub use fingerprint::{Fingerprint, FingerprintBuilder};
 pub use in_flight::InFlight;
-use record::StoredKind;
+pub use record::StoredKind;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use run::{IdempotentRequest, Outcome};
 
 /// The prefix of a record's key, before `{<lock key>}` (the lock's slot).
 const RECORD_PREFIX: &str = "distlock__idem:";
