@@ -66,10 +66,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# lock-tower without the `axum` feature (and without TLS or topologies): path placeholders
-# then need the layer's own routes (the workspace build below always has the feature,
-# through the tests crate).
-phase "lock-tower without default features" cargo test -p lock-tower --no-default-features --lib
+# lock-tower without the `axum` feature (and without TLS or topologies), its three layers
+# on: path placeholders then need the layer's own routes (the workspace build below always
+# has the feature, through the tests crate).
+phase "lock-tower without default features" cargo test -p lock-tower --no-default-features \
+  --features lock,semaphore,idempotency --lib
 
 # cargo-nextest, where installed, runs the tests side by side, 8 at once (.config/nextest.toml:
 # they mostly wait on leases and failovers); plain `cargo test` runs the binaries one after

@@ -3,9 +3,8 @@
 //! service calls any more, after an upgrade.
 
 use clap::{ArgGroup, Subcommand};
-use lock_core::{
-    ops::FunctionNode, ops::NodeLibraries, ops::FUNCTIONS_SOURCE, LockClient, LockError,
-};
+use lock_core::ops::{FunctionNode, NodeLibraries, FUNCTIONS_SOURCE};
+use lock_core::{LockClient, LockError};
 use serde_json::{json, Value};
 
 use crate::{explain, redacted, render, Error};

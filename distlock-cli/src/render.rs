@@ -7,7 +7,8 @@
 use std::io::IsTerminal;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_core::{ops::Holding, ops::LockState, HolderInfo, LockMode};
+use lock_core::ops::{Holding, LockState};
+use lock_core::{HolderInfo, LockMode};
 use serde_json::{json, Value};
 
 /// Prints `value` as one line of JSON, or the text `text` makes.

@@ -42,7 +42,7 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use lock_core::{LockClient, LockInfo};
-use lock_tower::DistributedLockLayer;
+use lock_tower::lock::DistributedLockLayer;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};

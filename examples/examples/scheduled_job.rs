@@ -14,7 +14,8 @@
 use std::time::Duration;
 
 use distlock_examples::ExampleRedis;
-use lock_core::{distributed_lock, job::JobOutcome, LockClient, LockError};
+use lock_core::job::JobOutcome;
+use lock_core::{distributed_lock, LockClient, LockError};
 
 const PERIOD: Duration = Duration::from_millis(500);
 const FIRES: u64 = 10;

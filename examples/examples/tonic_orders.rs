@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use axum::http::uri::PathAndQuery;
 use distlock_examples::ExampleRedis;
 use lock_core::{LockClient, LockInfo};
-use lock_tower::DistributedLockLayer;
+use lock_tower::lock::DistributedLockLayer;
 use tonic::body::Body;
 use tonic::server::NamedService;
 use tonic::transport::server::TcpIncoming;

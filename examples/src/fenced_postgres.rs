@@ -20,7 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Extension, Json, Router};
 use lock_core::{LockClient, LockInfo, OnLost};
-use lock_tower::{BuildError, DistributedLockLayer};
+use lock_tower::lock::DistributedLockLayer;
+use lock_tower::BuildError;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
 

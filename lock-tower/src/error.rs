@@ -8,7 +8,7 @@ use lock_core::{LockClientBuilder, LockMode, TemplateError};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// No [`key`](crate::LockLayerBuilder::key) or [`key_fn`](crate::LockLayerBuilder::key_fn)
+    /// No [`key`](crate::lock::LockLayerBuilder::key) or [`key_fn`](crate::lock::LockLayerBuilder::key_fn)
     /// was given.
     #[error("no lock key: call .key(\"item_<id>\") or .key_fn(…) on the builder")]
     NoKey,
@@ -53,7 +53,7 @@ pub enum BuildError {
         /// The placeholder as written.
         placeholder: String,
     },
-    /// [`parse_as`](crate::LockLayerBuilder::parse_as) names a placeholder the key template
+    /// [`parse_as`](crate::lock::LockLayerBuilder::parse_as) names a placeholder the key template
     /// does not have.
     #[error("parse_as(\"{placeholder}\"): key template {template:?} has no `<{placeholder}>` placeholder")]
     UnknownPlaceholder {
@@ -84,7 +84,7 @@ pub enum BuildError {
         known: String,
     },
     /// A placeholder is given two types: two different ones in the template, or one there
-    /// and one by [`parse_as`](crate::LockLayerBuilder::parse_as).
+    /// and one by [`parse_as`](crate::lock::LockLayerBuilder::parse_as).
     #[error("key template {template:?}: placeholder `<{placeholder}>` is given more than one type (in the template, or there and by .parse_as)")]
     ConflictingTypes {
         /// The template.

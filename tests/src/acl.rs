@@ -7,10 +7,9 @@
 
 use std::time::Duration;
 
-use lock_core::{
-    idempotency::IdempotencyError, idempotency::Outcome, job::JobOutcome, LockClient,
-    LockClientBuilder,
-};
+use lock_core::idempotency::{IdempotencyError, Outcome};
+use lock_core::job::JobOutcome;
+use lock_core::{LockClient, LockClientBuilder};
 use redis::aio::MultiplexedConnection;
 
 use crate::locks::{wait_until, GENEROUS};

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use axum::routing::get;
 use axum::Router;
-use lock_tower::DistributedLockLayer;
+use lock_tower::lock::DistributedLockLayer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -6,7 +6,7 @@
 //! ([`LockInfo::write`]): it sells exactly the stock even when a holder stalls past its lease
 //! between its check and its write ([`Settings::stall`]), where the plain write oversells.
 //!
-//! [`DistributedLockLayer`]: lock_tower::DistributedLockLayer
+//! [`DistributedLockLayer`]: lock_tower::lock::DistributedLockLayer
 //! [`LockInfo::write`]: lock_core::LockInfo::write
 
 pub mod cli;

@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
 use lock_core::{current_lock, LockClient, OnLost};
-use lock_tower::DistributedLockLayer;
+use lock_tower::lock::DistributedLockLayer;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use tokio::sync::Mutex;

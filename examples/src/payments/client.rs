@@ -72,7 +72,7 @@ pub async fn attempt(
         let header = |name| parts.headers.get(name)?.to_str().ok();
         Some(Answer::Response {
             status: parts.status,
-            replayed: header(lock_tower::REPLAYED_HEADER) == Some("true"),
+            replayed: header(lock_tower::idempotency::REPLAYED_HEADER) == Some("true"),
             retry_after: header("retry-after").and_then(|v| v.parse().ok()),
             body,
         })

@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
 use lock_core::{LockClient, LockInfo};
-use lock_tower::IdempotencyLayer;
+use lock_tower::idempotency::IdempotencyLayer;
 use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 

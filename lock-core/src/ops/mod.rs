@@ -18,15 +18,13 @@ pub use libraries::{FunctionLibrary, FunctionNode, NodeLibraries, FUNCTIONS_SOUR
 use futures_util::stream::{self, StreamExt};
 
 use crate::client::handle::LockClient;
-use crate::error::bounded;
-use crate::error::LockError;
+use crate::error::{bounded, LockError};
 use crate::lock::revoke;
 use crate::ops::list::glob_escape;
-use crate::protocol::fcall;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::library::LIBRARY_NAME;
-use crate::protocol::lock_calls;
 use crate::protocol::name::{decode, encode_into, LockName};
+use crate::protocol::{fcall, lock_calls};
 
 /// Locks [`LockClient::list`] reads at once.
 const LIST_IN_FLIGHT: usize = 64;

@@ -57,7 +57,7 @@ pub(crate) struct Buffered {
 }
 
 pin_project! {
-    /// The response body of [`Idempotent`](crate::Idempotent): the inner service's body as
+    /// The response body of [`Idempotent`](crate::idempotency::Idempotent): the inner service's body as
     /// it streams, a stored response being replayed, one that was buffered to be stored, or
     /// an answer of the layer.
     pub struct IdempotencyBody<B> {

@@ -1,4 +1,4 @@
-//! The settings an [`IdempotencyLayer`](crate::IdempotencyLayer) shares with its services,
+//! The settings an [`IdempotencyLayer`](crate::idempotency::IdempotencyLayer) shares with its services,
 //! and what they decide for one request.
 
 use std::fmt;
@@ -8,7 +8,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, Method, StatusCode};
-use lock_core::{idempotency::Fingerprint, LockClient, LockName};
+use lock_core::idempotency::Fingerprint;
+use lock_core::{LockClient, LockName};
 
 use crate::idempotency::answer::{code, Answer};
 use crate::idempotency::key::{lock_name, read_key, KeyProblem};

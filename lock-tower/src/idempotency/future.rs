@@ -1,4 +1,4 @@
-//! [`IdempotencyFuture`]: the future of [`Idempotent`](crate::Idempotent).
+//! [`IdempotencyFuture`]: the future of [`Idempotent`](crate::idempotency::Idempotent).
 
 use std::fmt;
 use std::future::Future;
@@ -8,7 +8,8 @@ use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
 use http::{Request, Response};
-use lock_core::{idempotency::IdempotencyError, idempotency::InFlight, Lost};
+use lock_core::idempotency::{IdempotencyError, InFlight};
+use lock_core::Lost;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
@@ -19,7 +20,7 @@ use crate::idempotency::steps::{refusal, Prepared};
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 pin_project! {
-    /// The response future of [`Idempotent`](crate::Idempotent).
+    /// The response future of [`Idempotent`](crate::idempotency::Idempotent).
     ///
     /// A state machine: the first step (reading the body, beginning the key) and the last
     /// (storing the response and ending the key) are one boxed future each; between them

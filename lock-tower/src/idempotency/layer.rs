@@ -7,7 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderName, Method, StatusCode};
-use lock_core::{idempotency::Fingerprint, idempotency::DEFAULT_RETENTION, LockClient};
+use lock_core::idempotency::{Fingerprint, DEFAULT_RETENTION};
+use lock_core::LockClient;
 use tower_layer::Layer;
 
 use crate::idempotency::config::{CallerFn, Config, FingerprintFn};
@@ -18,7 +19,7 @@ use crate::idempotency::service::Idempotent;
 ///
 /// ```no_run
 /// # fn demo(client: lock_core::LockClient) {
-/// use lock_tower::IdempotencyLayer;
+/// use lock_tower::idempotency::IdempotencyLayer;
 /// let layer = IdempotencyLayer::builder(client)
 ///     .require_key()
 ///     .caller(|req| Some(req.headers.get("x-tenant")?.to_str().ok()?.to_owned()))

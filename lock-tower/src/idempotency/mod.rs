@@ -12,7 +12,7 @@
 //!
 //! ```no_run
 //! use axum::{routing::post, Router};
-//! use lock_tower::IdempotencyLayer;
+//! use lock_tower::idempotency::IdempotencyLayer;
 //!
 //! # async fn charge() -> &'static str { "charged" }
 //! # #[cfg(feature = "axum")] // axum's body is a `RebuildBody` with the `axum` feature
@@ -62,7 +62,7 @@
 //! host or Redis address.
 //!
 //! While a request runs, its key is a lock like any other: renewed by the watchdog, fenced
-//! (the handler finds its [`LockInfo`](crate::LockInfo) in the extensions: guard your effects with its
+//! (the handler finds its [`LockInfo`](lock_core::LockInfo) in the extensions: guard your effects with its
 //! fencing token), and the handler is dropped when it is lost. What "exactly once" then
 //! means is in SAFETY.md. A first request costs 4 Redis round trips (read the record, take
 //! the key, read the record again, store and release), a replay 1. Code that is not a tower

@@ -1,5 +1,5 @@
 //! The two Redis steps around the inner service, each one boxed future of the
-//! [`IdempotencyFuture`](crate::IdempotencyFuture): reading the request and beginning its
+//! [`IdempotencyFuture`](crate::idempotency::IdempotencyFuture): reading the request and beginning its
 //! key; storing the response (or not) and ending the key.
 
 use std::sync::Arc;
@@ -11,10 +11,8 @@ use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use lock_core::{
-    idempotency::Begin, idempotency::IdempotencyError, idempotency::InFlight, idempotency::Stored,
-    idempotency::StoredKind, LockName,
-};
+use lock_core::idempotency::{Begin, IdempotencyError, InFlight, Stored, StoredKind};
+use lock_core::LockName;
 
 use crate::idempotency::answer::{code, Answer, REPLAYED_HEADER};
 use crate::idempotency::body::{collect, Buffered, Collected, IdempotencyBody, RebuildBody};

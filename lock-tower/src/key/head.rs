@@ -7,7 +7,7 @@ use http::{Extensions, HeaderMap, Method, Uri};
 
 use crate::key::KeyError;
 
-/// What a [key function](crate::LockLayerBuilder::key_fn) sees of a request: its head and
+/// What a [key function](crate::lock::LockLayerBuilder::key_fn) sees of a request: its head and
 /// the path parameters of the matched route.
 ///
 /// The body is not available: the lock is taken before the inner service reads it. See

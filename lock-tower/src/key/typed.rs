@@ -2,7 +2,7 @@
 //!
 //! `Path<u64>` reads `8`, `08`, `+8` and `%38` as the same 8; a lock on the raw text would
 //! take four locks for one item. So every placeholder of a layer's template has a type
-//! (`<id:u64>`, or [`parse_as`](crate::LockLayerBuilder::parse_as)), the text is parsed as
+//! (`<id:u64>`, or [`parse_as`](crate::lock::LockLayerBuilder::parse_as)), the text is parsed as
 //! the handler's extractor parses it (`FromStr`, as axum's `Path` and `Query` and
 //! `serde_urlencoded` do), and the name holds the parsed value's `Display`. Raw text is
 //! `<id:str>`: a choice written in the template.

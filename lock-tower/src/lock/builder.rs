@@ -112,7 +112,7 @@ impl LockLayerBuilder {
     /// # impl std::str::FromStr for Sku { type Err = (); fn from_str(s: &str) -> Result<Self, ()> { Ok(Sku(s.to_ascii_uppercase())) } }
     /// # impl std::fmt::Display for Sku { fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str(&self.0) } }
     /// // `Sku` parses `ab-12` and `AB-12` as one code, as the handler's `Path<Sku>` does.
-    /// let layer = lock_tower::DistributedLockLayer::builder(client)
+    /// let layer = lock_tower::lock::DistributedLockLayer::builder(client)
     ///     .key("sku_<sku>")
     ///     .parse_as::<Sku>("sku")
     ///     .build()?;
@@ -142,7 +142,7 @@ impl LockLayerBuilder {
     ///
     /// ```no_run
     /// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
-    /// use lock_tower::{DistributedLockLayer, KeyError};
+    /// use lock_tower::{lock::DistributedLockLayer, KeyError};
     /// let layer = DistributedLockLayer::builder(client)
     ///     .key_fn(|head| {
     ///         // e.g. a tenant that an earlier authentication layer stored.
@@ -203,7 +203,7 @@ impl LockLayerBuilder {
     /// The client's configured wait ([`LockClientBuilder::wait`]) when it is shorter than
     /// [`DEFAULT_WAIT`](Self::DEFAULT_WAIT) (5 s), else 5 s: a request does not hang for
     /// the client's 30 s, which suit background jobs. (A
-    /// [semaphore layer](crate::DistributedSemaphoreLayer) answers at once by default.)
+    /// [semaphore layer](crate::semaphore::DistributedSemaphoreLayer) answers at once by default.)
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
         self
@@ -237,7 +237,7 @@ impl LockLayerBuilder {
     /// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
     /// use axum::http::StatusCode;
     /// use axum::response::{IntoResponse, Response};
-    /// use lock_tower::{DistributedLockLayer, Rejection};
+    /// use lock_tower::{lock::DistributedLockLayer, Rejection};
     ///
     /// struct AppError(StatusCode, String);
     /// impl From<&Rejection> for AppError {
@@ -290,7 +290,7 @@ impl LockLayerBuilder {
     ///
     /// ```no_run
     /// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
-    /// let layer = lock_tower::DistributedLockLayer::builder(client)
+    /// let layer = lock_tower::lock::DistributedLockLayer::builder(client)
     ///     .key("item_<id:u64>")
     ///     .read_write_by_method()
     ///     .build()?;

@@ -38,6 +38,8 @@ pub(crate) enum Hold {
     /// others.
     ReadWriteByMethod,
     /// One of `permits` permits of the name's semaphore; a full one is answered `full`.
+    /// Only the semaphore layer (feature `semaphore`) makes it.
+    #[cfg_attr(not(feature = "semaphore"), expect(dead_code))]
     Permit { permits: u32, full: StatusCode },
 }
 

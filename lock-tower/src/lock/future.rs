@@ -1,4 +1,4 @@
-//! [`ResponseFuture`]: the future of [`DistributedLock`](crate::DistributedLock).
+//! [`ResponseFuture`]: the future of [`DistributedLock`](crate::lock::DistributedLock).
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -20,7 +20,7 @@ use crate::response::{Rejection, ResponseBody};
 type Acquisition = <LockRequest as IntoFuture>::IntoFuture;
 
 pin_project! {
-    /// The response future of [`DistributedLock`](crate::DistributedLock).
+    /// The response future of [`DistributedLock`](crate::lock::DistributedLock).
     ///
     /// A state machine: for a locked request it takes the lock in the request's owner scope,
     /// then drives lock-core's [`GuardedRun`] in that scope — the inner service's future

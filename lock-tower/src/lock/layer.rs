@@ -1,4 +1,4 @@
-//! [`DistributedLockLayer`]: the layer, made by its [builder](crate::LockLayerBuilder).
+//! [`DistributedLockLayer`]: the layer, made by its [builder](crate::lock::LockLayerBuilder).
 
 use std::fmt;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use crate::lock::service::DistributedLock;
 ///
 /// ```no_run
 /// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
-/// use lock_tower::DistributedLockLayer;
+/// use lock_tower::lock::DistributedLockLayer;
 /// // One lock per item; `<id:u64>` is the route's `{id}` parameter, read as a `u64`.
 /// let layer = DistributedLockLayer::builder(client)
 ///     .route("/items/{id}/buy")

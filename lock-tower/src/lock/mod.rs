@@ -11,7 +11,7 @@
 //! Defaults sized for a request path: a request waits at most
 //! [5 s](LockLayerBuilder::DEFAULT_WAIT) for a busy lock (less when the client's own wait is
 //! shorter), not the client's 30 s for background jobs; a
-//! [semaphore layer](crate::DistributedSemaphoreLayer) answers `429` at once unless given a wait.
+//! [semaphore layer](crate::semaphore::DistributedSemaphoreLayer) answers `429` at once unless given a wait.
 //!
 //! The layer works the same on a whole `Router` (`.layer(lock)`: only requests matching its
 //! [routes](LockLayerBuilder::route) and [methods](LockLayerBuilder::method) are locked, the
@@ -20,7 +20,7 @@
 //! Examples for axum and tonic are on the [front page](crate); on tonic, routes select the
 //! locked methods (`.route("/orders.Orders/PlaceOrder")`).
 //!
-//! The handler finds the lock's [`LockInfo`](crate::LockInfo) (name and fencing token) in
+//! The handler finds the lock's [`LockInfo`](lock_core::LockInfo) (name and fencing token) in
 //! `request.extensions()`.
 //!
 //! # Readers and writers
@@ -33,7 +33,7 @@
 //!
 //! ```no_run
 //! # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
-//! let lock = lock_tower::DistributedLockLayer::builder(client)
+//! let lock = lock_tower::lock::DistributedLockLayer::builder(client)
 //!     .key("item_<id:u64>")
 //!     .read_write_by_method()
 //!     .build()?;
@@ -181,7 +181,7 @@
 //! ```
 //!
 //! The handler's own error type then answers for a busy lock or an unreachable Redis; the
-//! layer's [answers](#answers), `Retry-After` and [`LockInfo`](crate::LockInfo) extension do not apply.
+//! layer's [answers](#answers), `Retry-After` and [`LockInfo`](lock_core::LockInfo) extension do not apply.
 //!
 //! # Answers
 //!
@@ -194,7 +194,7 @@
 //! | key parameter missing, empty, repeated or invalid (no lock attempted) | `400 Bad Request` | `INVALID_ARGUMENT` |
 //! | a path placeholder the route lacks (a misconfiguration, logged at `error`) | `400 Bad Request` | `INVALID_ARGUMENT` |
 //! | Redis unavailable ([fail closed](OutagePolicy::FailClosed), the default) | `503 Service Unavailable` + `Retry-After: 5` | `UNAVAILABLE` |
-//! | lock lost mid-request ([`OnLost::Abort`](crate::OnLost::Abort), the default) | `503 Service Unavailable` | `ABORTED` |
+//! | lock lost mid-request ([`OnLost::Abort`](lock_core::OnLost::Abort), the default) | `503 Service Unavailable` | `ABORTED` |
 //! | a request Redis refuses for good (a misconfiguration; a read-write or semaphore layer on a Redlock client is refused when it is built: `BuildError::Unsupported`) | `500 Internal Server Error` | `INTERNAL` |
 //!
 //! The bodies are generic: they name the key parameter at fault or the lock's
@@ -231,14 +231,14 @@
 //!   its own lock. The response therefore waits for the release's Redis round trip, but at
 //!   most 500 ms (not the client's
 //!   [command timeout](lock_core::LockClientBuilder::command_timeout)) — with
-//!   [`OnLost::Continue`](crate::OnLost::Continue) not at all while the client finds Redis unreachable
+//!   [`OnLost::Continue`](lock_core::OnLost::Continue) not at all while the client finds Redis unreachable
 //!   ([`LockClient::is_reachable`](lock_core::LockClient::is_reachable)); with
-//!   [`OnLost::Abort`](crate::OnLost::Abort) (the default) the release is tried even then, since it is the last
+//!   [`OnLost::Abort`](lock_core::OnLost::Abort) (the default) the release is tried even then, since it is the last
 //!   check that the hold lasted: a `NotHeld` answer turns the response into `503`. A release
 //!   not answered in time goes on in the background, and one that fails is logged (the lock
 //!   then ends with its lease).
 //! - A [forced release](lock_core::LockClient::force_release) by an operator reaches the
-//!   holder's client at once: with [`OnLost::Abort`](crate::OnLost::Abort) the inner future is dropped within
+//!   holder's client at once: with [`OnLost::Abort`](lock_core::OnLost::Abort) the inner future is dropped within
 //!   milliseconds and the request answered `503` / `ABORTED`.
 //! - On shutdown, once the server stopped serving, [`LockClient::shutdown`](lock_core::LockClient::shutdown)
 //!   releases whatever the client still holds.
@@ -250,7 +250,7 @@
 //! - Without an explicit [lease](LockLayerBuilder::lease) the client's watchdog renews the
 //!   lock for as long as the request runs. When the lock is lost anyway (Redis lost the key,
 //!   or an explicit lease ran out), the inner future is dropped and the request answered
-//!   `503` / `ABORTED`, unless [`OnLost::Continue`](crate::OnLost::Continue) was chosen.
+//!   `503` / `ABORTED`, unless [`OnLost::Continue`](lock_core::OnLost::Continue) was chosen.
 //! - The inner service runs inside a reentrancy owner scope ([`lock_core::scope`]) with
 //!   [`lock_core::current_lock`] set: a handler, or a `#[distributed_lock]` function it calls,
 //!   that takes the same lock again re-enters it instead of waiting for itself.
@@ -313,7 +313,7 @@
 //!   the name itself;
 //! - the metrics family, copied into each lock request when it is the key template (a
 //!   `&'static str` given to [`metrics_label`](LockLayerBuilder::metrics_label) is not copied);
-//! - two copies of the lock's name: the [`LockInfo`](crate::LockInfo) that `current_lock` answers and the one
+//! - two copies of the lock's name: the [`LockInfo`](lock_core::LockInfo) that `current_lock` answers and the one
 //!   in the request's extensions (and the extensions map, if the request had none);
 //! - one spawned task that deletes the lock in Redis (it runs even if the future is dropped);
 //!

@@ -1,9 +1,8 @@
 //! [`DistributedLock`]: the service made by [`DistributedLockLayer`].
 
-use std::fmt;
-use std::mem;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::{fmt, mem};
 
 use http::{Request, Response};
 use tower_service::Service;
@@ -92,7 +91,7 @@ mod tests {
 
     use super::*;
     use crate::lock::config::Plan;
-    use crate::{DistributedSemaphoreLayer, LockLayerBuilder};
+    use crate::lock::LockLayerBuilder;
 
     /// A client whose Redis is never contacted: these requests are decided before any lock.
     fn offline_client() -> lock_core::LockClient {
@@ -233,12 +232,6 @@ mod tests {
             matches!(rw, crate::BuildError::Unsupported { mode } if mode == lock_core::LockMode::Read),
             "{rw}"
         );
-        let sem = DistributedSemaphoreLayer::new(redlock(), "k", 2).unwrap_err();
-        assert!(
-            matches!(sem, crate::BuildError::Unsupported { .. }),
-            "{sem}"
-        );
-        assert!(sem.to_string().contains("permit holds"), "{sem}");
         DistributedLockLayer::new(redlock(), "k").expect("Redlock takes exclusive locks");
         (DistributedLockLayer::builder(offline_client()).key("k"))
             .read_write_by_method()
@@ -370,14 +363,6 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(wait(&chosen), Duration::from_secs(20));
-        let permits = DistributedSemaphoreLayer::new(offline_client(), "k", 2).unwrap();
-        assert_eq!(permits.inner.config.wait, Duration::ZERO);
-        let waiting = DistributedSemaphoreLayer::builder(offline_client(), 2)
-            .key("k")
-            .wait(Duration::from_secs(1))
-            .build()
-            .unwrap();
-        assert_eq!(waiting.inner.config.wait, Duration::from_secs(1));
     }
 
     #[tokio::test]

@@ -14,7 +14,7 @@ use pin_project_lite::pin_project;
 use crate::response::BoxError;
 
 pin_project! {
-    /// The response body of [`DistributedLock`](crate::DistributedLock): the inner service's
+    /// The response body of [`DistributedLock`](crate::lock::DistributedLock): the inner service's
     /// body, or the text of a rejection.
     pub struct ResponseBody<B> {
         #[pin]
@@ -31,7 +31,7 @@ pin_project! {
     }
 }
 
-/// The body of a [custom rejection](crate::LockLayerBuilder::on_rejection), boxed: its type
+/// The body of a [custom rejection](crate::lock::LockLayerBuilder::on_rejection), boxed: its type
 /// is the application's.
 pub(crate) type CustomBody = UnsyncBoxBody<Bytes, BoxError>;
 

@@ -41,12 +41,12 @@ pub enum RejectionKind {
     /// # Default
     /// `503 Service Unavailable`; gRPC `ABORTED`.
     Lost,
-    /// No permit of a [semaphore layer](crate::DistributedSemaphoreLayer)'s semaphore freed
+    /// No permit of a [semaphore layer](crate::semaphore::DistributedSemaphoreLayer)'s semaphore freed
     /// within the wait: the concurrency limit is reached.
     ///
     /// # Default
     /// `429 Too Many Requests` (or the layer's
-    /// [`when_full`](crate::SemaphoreLayerBuilder::when_full) status, e.g. `503`) with
+    /// [`when_full`](crate::semaphore::SemaphoreLayerBuilder::when_full) status, e.g. `503`) with
     /// [`Retry-After`](crate::lock#retry-after); gRPC `RESOURCE_EXHAUSTED`. The body names the
     /// family (``limit `tenant_<header.x-tenant>` is reached``), not the holders.
     Full,
@@ -58,7 +58,7 @@ pub enum RejectionKind {
 }
 
 /// A request the layer answers itself. Handed to a custom
-/// [rejection function](crate::LockLayerBuilder::on_rejection); the defaults are
+/// [rejection function](crate::lock::LockLayerBuilder::on_rejection); the defaults are
 /// [`default_response`](Self::default_response).
 #[derive(Debug)]
 pub struct Rejection {
@@ -152,7 +152,7 @@ impl Rejection {
     }
 
     /// A lowercase message for the client: the key parameter at fault, or the lock's
-    /// [metrics label](crate::LockLayerBuilder::metrics_label) — never who holds the lock, a host or a
+    /// [metrics label](crate::lock::LockLayerBuilder::metrics_label) — never who holds the lock, a host or a
     /// Redis address (those are in [`lock_error`](Self::lock_error) and the logs).
     pub fn message(&self) -> &str {
         &self.message

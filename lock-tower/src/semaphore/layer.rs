@@ -33,7 +33,7 @@ use crate::response::{BoxError, Rejection};
 /// ```no_run
 /// # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
 /// use std::time::Duration;
-/// use lock_tower::DistributedSemaphoreLayer;
+/// use lock_tower::semaphore::DistributedSemaphoreLayer;
 /// // At most 3 exports per tenant at once; a fourth waits up to 2 s, then gets a 429.
 /// let layer = DistributedSemaphoreLayer::builder(client, 3)
 ///     .key("exports_<header.x-tenant:str>")
@@ -205,5 +205,37 @@ impl fmt::Debug for SemaphoreLayerBuilder {
             .field("permits", &self.permits)
             .field("full", &self.full)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client whose Redis is never contacted: layers are built without it.
+    fn offline_client() -> LockClient {
+        LockClient::new("redis://127.0.0.1:1").expect("lazy client")
+    }
+
+    #[tokio::test]
+    async fn redlock_cannot_take_permits() {
+        let nodes = (1..=3).map(|p| format!("redis://127.0.0.1:{p}"));
+        let redlock = LockClient::redlock(nodes).build().expect("lazy client");
+        let sem = DistributedSemaphoreLayer::new(redlock, "k", 2).unwrap_err();
+        assert!(matches!(sem, BuildError::Unsupported { .. }), "{sem}");
+        assert!(sem.to_string().contains("permit holds"), "{sem}");
+    }
+
+    /// A full semaphore answers at once unless the builder is given a wait.
+    #[tokio::test]
+    async fn permits_wait_only_when_told() {
+        let permits = DistributedSemaphoreLayer::new(offline_client(), "k", 2).unwrap();
+        assert_eq!(permits.inner.config.wait, Duration::ZERO);
+        let waiting = DistributedSemaphoreLayer::builder(offline_client(), 2)
+            .key("k")
+            .wait(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        assert_eq!(waiting.inner.config.wait, Duration::from_secs(1));
     }
 }

@@ -9,13 +9,13 @@
 //! ```no_run
 //! # fn demo(client: lock_core::LockClient) -> Result<(), lock_tower::BuildError> {
 //! // At most 3 exports per tenant, whichever instance serves them.
-//! let limit = lock_tower::DistributedSemaphoreLayer::new(client, "exports_<header.x-tenant:str>", 3)?;
+//! let limit = lock_tower::semaphore::DistributedSemaphoreLayer::new(client, "exports_<header.x-tenant:str>", 3)?;
 //! # let _ = limit; Ok(()) }
 //! ```
 //!
 //! A permit is a hold like a lock's: the layer makes the lock layer's service
-//! ([`DistributedLock`](crate::DistributedLock)) and future
-//! ([`ResponseFuture`](crate::ResponseFuture)), with the same [keys](crate::lock#keys),
+//! ([`DistributedLock`](crate::lock::DistributedLock)) and future
+//! ([`ResponseFuture`](crate::lock::ResponseFuture)), with the same [keys](crate::lock#keys),
 //! [routes](crate::lock#routes-and-path-parameters), outage and loss settings, and the
 //! [answers](crate::lock#answers) of a busy lock but for its status (`429` by default) and
 //! gRPC code. What this folder adds is the permit count and the full answer, in

@@ -28,7 +28,8 @@ use std::time::Duration;
 
 use distlock_tests::fault::clock::monotonic_ns;
 use distlock_tests::fault::store::FencedStore;
-use lock_core::{job::JobOutcome, LockClient};
+use lock_core::job::JobOutcome;
+use lock_core::LockClient;
 use redis::AsyncCommands;
 use tokio::sync::mpsc;
 

@@ -11,7 +11,9 @@ use distlock_tests::outage::{is_refused_at_once, make_outage_known};
 use distlock_tests::{RedisServer, TcpProxy};
 use futures_util::future::{join_all, BoxFuture};
 use futures_util::FutureExt as _;
-use lock_core::{election::Leadership, idempotency::Fingerprint, LockClient, LockGuard};
+use lock_core::election::Leadership;
+use lock_core::idempotency::Fingerprint;
+use lock_core::{LockClient, LockGuard};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 

@@ -9,7 +9,8 @@ use distlock_tests::locks::{
     builder, client, exists, keys_left, lock_key, pttl, wait_until, GENEROUS,
 };
 use distlock_tests::RedisServer;
-use lock_core::{job::JobOutcome, LockError};
+use lock_core::job::JobOutcome;
+use lock_core::LockError;
 use tokio::time::Instant;
 
 const FLEET: &str = env!("CARGO_BIN_EXE_fleet");

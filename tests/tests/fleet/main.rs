@@ -10,7 +10,8 @@ mod skew;
 mod topologies;
 
 use distlock_tests::locks::{keys_left, pttl, wait_until, GENEROUS};
-use lock_core::{election::Election, election::Observe, LockClient};
+use lock_core::election::{Election, Observe};
+use lock_core::LockClient;
 
 /// Asserts that every key left on `server` expires, within `at_most` ms when given.
 async fn every_key_expires(server: &distlock_tests::RedisServer, at_most: Option<i64>) {

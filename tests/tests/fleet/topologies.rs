@@ -9,7 +9,8 @@ use crate::{next, queued_campaign};
 use distlock_tests::locks::GENEROUS;
 use distlock_tests::sentinel::{RedisSentinels, SERVICE};
 use distlock_tests::{RedisCluster, RedisServer};
-use lock_core::{job::JobOutcome, LockClient, LockClientBuilder, LockError};
+use lock_core::job::JobOutcome;
+use lock_core::{LockClient, LockClientBuilder, LockError};
 
 /// The job's behaviour on a topology: a fire runs, a concurrent one is skipped, and with
 /// hold_at_least the next fire within the minimum is skipped too.

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use distlock_tests::locks::{wait_until, GENEROUS};
 use distlock_tests::metrics::{counter, counters, gauge};
-use lock_core::{idempotency::Outcome, LockClient, LockError, OnLost};
+use lock_core::idempotency::Outcome;
+use lock_core::{LockClient, LockError, OnLost};
 
 use crate::hold::{Hold, Req};
 use crate::kind::Kind;

@@ -1,7 +1,8 @@
 //! The macro form of each kind: `#[distributed_lock]` functions whose body answers whether
 //! Redis shows the hold it runs under.
 
-use lock_core::{distributed_lock, job::JobOutcome, LockClient, LockError};
+use lock_core::job::JobOutcome;
+use lock_core::{distributed_lock, LockClient, LockError};
 
 /// Inside a locked body: true when Redis shows the innermost hold held.
 async fn held_here(locks: &LockClient) -> Result<bool, LockError> {

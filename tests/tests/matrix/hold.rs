@@ -8,11 +8,10 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
-use lock_core::{
-    election::Election, election::Leadership, idempotency::Begin, idempotency::Fingerprint,
-    idempotency::Idempotency, idempotency::InFlight, idempotency::Outcome, job::JobOutcome,
-    job::JobRequest, LockClient, LockGuard, LockRequest, MultiLockGuard, MultiLockRequest, OnLost,
-};
+use lock_core::election::{Election, Leadership};
+use lock_core::idempotency::{Begin, Fingerprint, Idempotency, InFlight, Outcome};
+use lock_core::job::{JobOutcome, JobRequest};
+use lock_core::{LockClient, LockGuard, LockRequest, MultiLockGuard, MultiLockRequest, OnLost};
 use redis::{FromRedisValue, Pipeline};
 use serde::de::DeserializeOwned;
 use serde::Serialize;

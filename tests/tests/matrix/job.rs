@@ -6,7 +6,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 use futures_util::FutureExt as _;
-use lock_core::{job::JobOutcome, job::JobRequest, LockError, LockInfo};
+use lock_core::job::{JobOutcome, JobRequest};
+use lock_core::{LockError, LockInfo};
 use tokio::sync::oneshot;
 
 type Fire = Pin<Box<dyn Future<Output = Result<JobOutcome<()>, LockError>> + Send>>;

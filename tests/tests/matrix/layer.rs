@@ -14,9 +14,9 @@ use axum::http::{Method, Request, StatusCode};
 use axum::routing::get;
 use axum::Router;
 use distlock_tests::locks::{wait_until, GENEROUS};
-use lock_tower::{
-    DistributedLockLayer, DistributedSemaphoreLayer, IdempotencyLayer, REPLAYED_HEADER,
-};
+use lock_tower::idempotency::{IdempotencyLayer, REPLAYED_HEADER};
+use lock_tower::lock::DistributedLockLayer;
+use lock_tower::semaphore::DistributedSemaphoreLayer;
 use tokio::sync::{mpsc, watch};
 use tokio::time::timeout;
 use tower::ServiceExt as _;

@@ -2,7 +2,8 @@
 
 use std::fmt;
 
-use lock_core::{idempotency::IdempotencyError, LockError};
+use lock_core::idempotency::IdempotencyError;
+use lock_core::LockError;
 use lock_tower::BuildError;
 
 use crate::kind::Kind;

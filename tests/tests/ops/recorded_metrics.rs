@@ -230,7 +230,7 @@ async fn the_layer_labels_by_template_and_records_the_request_id() {
         let holder = state.holder().expect("holder recorded");
         holder.request_id().unwrap_or("none").to_owned()
     });
-    let layer = lock_tower::DistributedLockLayer::builder(locks)
+    let layer = lock_tower::lock::DistributedLockLayer::builder(locks)
         .route("/items/{id}/buy")
         .key("layer_<id:u64>")
         .build()

@@ -15,7 +15,7 @@ use axum::Router;
 use distlock_tests::locks::{builder, client, wait_until, GENEROUS};
 use distlock_tests::spans::{self, CapturedSpan};
 use distlock_tests::RedisServer;
-use lock_tower::DistributedLockLayer;
+use lock_tower::lock::DistributedLockLayer;
 use tokio::sync::Notify;
 use tower::ServiceExt as _;
 use tracing::field::Empty;

@@ -13,10 +13,10 @@ use axum::{Extension, Router};
 use distlock_tests::locks::{self, exists, lock_key, wait_gone, GENEROUS};
 use distlock_tests::{RedisServer, TcpProxy};
 use futures_util::future::join_all;
-use lock_core::{LockClient, LockInfo};
-use lock_tower::{
-    DistributedLockLayer, DistributedSemaphoreLayer, KeyError, OnLost, OutagePolicy, RejectionKind,
-};
+use lock_core::{LockClient, LockInfo, OnLost};
+use lock_tower::lock::{DistributedLockLayer, OutagePolicy};
+use lock_tower::semaphore::DistributedSemaphoreLayer;
+use lock_tower::{KeyError, RejectionKind};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -17,11 +17,9 @@ use distlock_tests::fault::holder::HolderProcess;
 use distlock_tests::locks::{self, keys_left, lock_key, pttl, wait_gone, wait_until, GENEROUS};
 use distlock_tests::RedisServer;
 use http_body_util::{BodyExt, Full};
-use lock_core::{
-    idempotency::Begin, idempotency::Fingerprint, idempotency::IdempotencyError,
-    idempotency::Outcome, LockClient,
-};
-use lock_tower::{IdempotencyLayer, IdempotencyLayerBuilder, REPLAYED_HEADER};
+use lock_core::idempotency::{Begin, Fingerprint, IdempotencyError, Outcome};
+use lock_core::LockClient;
+use lock_tower::idempotency::{IdempotencyLayer, IdempotencyLayerBuilder, REPLAYED_HEADER};
 use redis::aio::MultiplexedConnection;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify};

@@ -15,7 +15,7 @@ use axum::http::uri::PathAndQuery;
 use distlock_tests::locks::{self, GENEROUS};
 use distlock_tests::RedisServer;
 use lock_core::LockInfo;
-use lock_tower::{IdempotencyLayer, REPLAYED_HEADER};
+use lock_tower::idempotency::{IdempotencyLayer, REPLAYED_HEADER};
 use tokio::sync::{mpsc, Notify};
 use tonic::body::Body;
 use tonic::server::NamedService;

@@ -15,7 +15,7 @@ use distlock_tests::{RedisServer, TcpProxy};
 use futures_util::future::join_all;
 use http_body_util::{BodyExt, Full};
 use lock_core::LockClient;
-use lock_tower::IdempotencyLayer;
+use lock_tower::idempotency::IdempotencyLayer;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 

@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use distlock_tests::fault::rng::Rng;
-use lock_core::{election::Leadership, LockError};
+use lock_core::election::Leadership;
+use lock_core::LockError;
 
 use crate::history::{Event, Mode, Outcome};
 use crate::hold::{self, BoxFuture, Guard, NoGuard, Plan};

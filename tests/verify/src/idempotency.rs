@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use distlock_tests::fault::clock::monotonic_ns;
 use distlock_tests::fault::rng::Rng;
-use lock_core::{idempotency::Begin, idempotency::Fingerprint, idempotency::IdempotencyError};
+use lock_core::idempotency::{Begin, Fingerprint, IdempotencyError};
 
 use crate::history::{Event, Outcome};
 use crate::hold::{self, error_outcome};

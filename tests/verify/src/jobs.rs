@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use distlock_tests::fault::clock::monotonic_ns;
 use distlock_tests::fault::rng::Rng;
-use lock_core::{current_lock, job::JobOutcome};
+use lock_core::current_lock;
+use lock_core::job::JobOutcome;
 
 use crate::history::{Event, Outcome};
 use crate::hold;

@@ -1,6 +1,7 @@
 //! Scheduled jobs (`on_busy = "skip"`): the function returns `Result<JobOutcome<T>, E>`,
 //! the body `Result<T, E>` with `?`; holds in every unit; with a client, `map_err`, `wait`.
-use lock_core::{distributed_lock, job::JobOutcome, LockClient, LockError};
+use lock_core::job::JobOutcome;
+use lock_core::{distributed_lock, LockClient, LockError};
 
 #[distributed_lock(
     key = "report_<day>",

@@ -186,7 +186,7 @@ async fn send(
             .map_err(|_| Outcome::Info("cut".into()))?
             .to_bytes();
         let header = |name| parts.headers.get(name)?.to_str().ok();
-        let replayed = header(lock_tower::REPLAYED_HEADER) == Some("true");
+        let replayed = header(lock_tower::idempotency::REPLAYED_HEADER) == Some("true");
         let retry_after = header("retry-after").and_then(|v| v.parse().ok());
         Ok((parts.status, replayed, retry_after, body))
     };

@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::{Extension, Router};
 use lock_core::LockInfo;
-use lock_tower::IdempotencyLayer;
+use lock_tower::idempotency::IdempotencyLayer;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
