@@ -26,6 +26,9 @@ pub(crate) struct Engine {
     env: Table,
     /// The data of the call in progress, moved in by [`Self::with_call`].
     call: Rc<RefCell<Option<CallState>>>,
+    /// The error table `redis.call` raised last, until a catcher takes it (see the
+    /// sandbox's `translate`).
+    pending: Rc<RefCell<Option<Table>>>,
     /// Why the model refused the call in progress (set by `redis.call` or `loud`, read
     /// after the call whatever the script did with the error it raised).
     failure: Rc<RefCell<Option<ModelError>>>,
@@ -55,9 +58,32 @@ impl Engine {
         globals.set("debug", Value::Nil)?;
         let call: Rc<RefCell<Option<CallState>>> = Rc::new(RefCell::new(None));
         let failure: Rc<RefCell<Option<ModelError>>> = Rc::new(RefCell::new(None));
-        let raw_call = {
+        let pending: Rc<RefCell<Option<Table>>> = Rc::new(RefCell::new(None));
+        let redis_call = {
             let (call, failure) = (Rc::clone(&call), Rc::clone(&failure));
-            lua.create_function(move |lua, args: MultiValue| raw_call(lua, &args, &call, &failure))?
+            let pending = Rc::clone(&pending);
+            lua.create_function(move |lua, args: MultiValue| {
+                match execute(lua, &args, &call, &failure)? {
+                    Ok(reply) => Ok(reply),
+                    Err(error) => {
+                        *pending.borrow_mut() = Some(error);
+                        Err(mlua::Error::runtime("a Redis error reply (redis.call)"))
+                    }
+                }
+            })?
+        };
+        let redis_pcall = {
+            let (call, failure) = (Rc::clone(&call), Rc::clone(&failure));
+            lua.create_function(move |lua, args: MultiValue| {
+                Ok(match execute(lua, &args, &call, &failure)? {
+                    Ok(reply) => reply,
+                    Err(error) => Value::Table(error),
+                })
+            })?
+        };
+        let take_pending = {
+            let pending = Rc::clone(&pending);
+            lua.create_function(move |_, ()| Ok(pending.borrow_mut().take()))?
         };
         let loud = {
             let failure = Rc::clone(&failure);
@@ -72,13 +98,14 @@ impl Engine {
             .load(SANDBOX)
             .set_name("=distlock-model sandbox")
             .set_mode(ChunkMode::Text)
-            .call((debug, raw_call, loud))?;
+            .call((debug, redis_call, redis_pcall, take_pending, loud))?;
         let env: Table = helpers.get::<Function>("env")?.call(())?;
         Ok(Self {
             lua,
             helpers,
             env,
             call,
+            pending,
             failure,
         })
     }
@@ -111,6 +138,7 @@ impl Engine {
         run: impl FnOnce() -> Result<R, ModelError>,
     ) -> (CallState, Result<R, ModelError>) {
         *self.failure.borrow_mut() = None;
+        *self.pending.borrow_mut() = None;
         *self.call.borrow_mut() = Some(state);
         let result = run();
         let state = self
@@ -166,22 +194,19 @@ impl Engine {
     }
 }
 
-/// `redis.call`'s Rust half: (true, reply) or (false, error table); a failure of the model
-/// raises (and is kept in `failure`).
-fn raw_call(
+/// Runs `redis.call`'s arguments: the reply as a Lua value, or the error table; a failure
+/// of the model raises (and is kept in `failure`).
+fn execute(
     lua: &Lua,
     args: &MultiValue,
     call: &RefCell<Option<CallState>>,
     failure: &RefCell<Option<ModelError>>,
-) -> mlua::Result<(bool, Value)> {
+) -> mlua::Result<Result<Value, Table>> {
     let argv = match convert::argv(args) {
         Ok(argv) => argv,
         Err(message) => {
             let message = format!("ERR {message}");
-            return Ok((
-                false,
-                Value::Table(convert::error_table(lua, &message, false)?),
-            ));
+            return Ok(Err(convert::error_table(lua, &message, false)?));
         }
     };
     let outcome = {
@@ -192,11 +217,8 @@ fn raw_call(
         run_from_script(state, &argv)
     };
     match outcome {
-        Ok(Reply::Error(message)) => Ok((
-            false,
-            Value::Table(convert::error_table(lua, &message, true)?),
-        )),
-        Ok(reply) => Ok((true, convert::to_lua(lua, &reply)?)),
+        Ok(Reply::Error(message)) => Ok(Err(convert::error_table(lua, &message, true)?)),
+        Ok(reply) => Ok(Ok(convert::to_lua(lua, &reply)?)),
         Err(error) => {
             let message = error.to_string();
             failure.borrow_mut().get_or_insert(error);

@@ -12,7 +12,7 @@
 /// The sandbox's Lua source. Run once per Lua state with `(debug, raw_call, loud)`; it
 /// returns the table of helpers [`super::engine::Engine`] calls.
 pub(crate) const SANDBOX: &str = r#"
-local dbg, raw_call, loud = ...
+local dbg, redis_call, redis_pcall_command, take_pending, loud = ...
 local type, tostring, error, setmetatable, rawget, rawequal, pairs, ipairs, select, xpcall,
   pcall, next, unpack = type, tostring, error, setmetatable, rawget, rawequal, pairs, ipairs,
   select, xpcall, pcall, next, unpack
@@ -50,15 +50,17 @@ local function error_table(s)
   return {err = code .. ' ' .. smatch(msg, '^[\r\n]*(.-)[\r\n]*$')}
 end
 
--- redis.call raises an error reply, redis.pcall returns it (luaRedisGenericCommand).
-local function call(...)
-  local ok, reply = raw_call(...)
-  if ok then return reply end
-  error(reply)
-end
-local function pcall_command(...)
-  local _, reply = raw_call(...)
-  return reply
+-- redis.call raises an error reply, redis.pcall returns it (luaRedisGenericCommand). Both
+-- are Rust (C) functions, as Redis' are, so that `return redis.call(...)` keeps the
+-- script's frame. A Rust function cannot raise a table: redis.call keeps the error table
+-- aside and raises a placeholder, which every catcher of the sandbox swaps back
+-- (`translate`): Redis' pcall, xpcall and the error handler.
+local function translate(e)
+  if type(e) == 'userdata' then
+    local t = take_pending()
+    if t then return t end
+  end
+  return e
 end
 local function error_reply(...)
   if select('#', ...) ~= 1 or type((...)) ~= 'string' then
@@ -78,7 +80,7 @@ end
 -- Lua's pcall as Redis replaces it (luaRedisPcall): an error table gives its message.
 local function finish(ok, ...)
   if ok then return true, ... end
-  local e = ...
+  local e = translate((...))
   if type(e) == 'table' then
     local m = e.err
     if type(m) == 'string' or type(m) == 'number' then e = m end
@@ -86,6 +88,9 @@ local function finish(ok, ...)
   return false, e
 end
 local function redis_pcall(f, ...) return finish(pcall(f, ...)) end
+local function sandbox_xpcall(f, h)
+  return xpcall(f, function(e) return h(translate(e)) end)
+end
 
 local math_copy = {}
 for k, v in pairs(math) do math_copy[k] = v end
@@ -95,12 +100,12 @@ math_copy.randomseed = function() return loud('math.randomseed') end
 -- The globals of a call: Redis' allow-list, less what the model leaves out.
 local run_api = {
   string = view(string), math = view(math_copy), table = view(table),
-  coroutine = view(coroutine), xpcall = xpcall, tostring = tostring,
+  coroutine = view(coroutine), xpcall = sandbox_xpcall, tostring = tostring,
   setmetatable = setmetatable, next = next, assert = assert, tonumber = tonumber,
   rawequal = rawequal, getmetatable = getmetatable, rawset = rawset, pcall = redis_pcall,
   type = type, select = select, unpack = unpack, pairs = pairs, rawget = rawget,
   ipairs = ipairs, _VERSION = _VERSION, error = error,
-  redis = view({call = call, pcall = pcall_command, error_reply = error_reply,
+  redis = view({call = redis_call, pcall = redis_pcall_command, error_reply = error_reply,
     status_reply = status_reply}, loud_under('redis.')),
 }
 local RUN_LOUD = {cjson = true, bit = true, cmsgpack = true, struct = true, os = true,
@@ -204,6 +209,7 @@ local function handler(e)
     level = level + 1
     i = dbg.getinfo(level, 'Sl')
   end
+  e = translate(e)
   if type(e) ~= 'table' then e = {err = 'ERR ' .. tostring(e)} end
   if i then e.source, e.line = i.source, i.currentline end
   return e
