@@ -35,10 +35,6 @@ pub enum ModelError {
     /// shim).
     #[error("the embedded Lua failed: {0}")]
     Lua(String),
-    /// A number the model cannot convert as Redis would (a Lua number outside the range
-    /// of a 64-bit integer, where Redis' C cast is undefined).
-    #[error("the model cannot convert the number {0} as Redis would")]
-    Number(String),
 }
 
 impl From<mlua::Error> for ModelError {

@@ -60,13 +60,15 @@ pub(crate) fn error_table(lua: &Lua, message: &str, counted: bool) -> mlua::Resu
     Ok(t)
 }
 
-/// The number a script returns, as Redis' `(long long)` cast makes it.
-fn truncate(n: f64) -> Result<i64, ModelError> {
-    // Outside this range (and for NaN) the C cast is undefined: refuse rather than guess.
+/// The number a script returns, as Redis' `(long long)` cast makes it: toward zero. Outside
+/// the range of an `i64` (and for NaN) C leaves the cast undefined; x86-64, where the
+/// servers run, gives `i64::MIN` (`cvttsd2si`'s "integer indefinite"), and so does the
+/// model (the differential test checks it).
+fn truncate(n: f64) -> i64 {
     if n.is_nan() || n >= 9_223_372_036_854_775_808.0 || n < -9_223_372_036_854_775_808.0 {
-        return Err(ModelError::Number(n.to_string()));
+        return i64::MIN;
     }
-    Ok(n.trunc() as i64)
+    n.trunc() as i64
 }
 
 /// What a script's result replies: number → integer (truncated), string → bulk, true → 1,
@@ -79,7 +81,7 @@ pub(crate) fn from_lua(value: &Value) -> Result<Reply, ModelError> {
         Value::Boolean(true) => Reply::Int(1),
         Value::Boolean(false) => Reply::Nil,
         Value::Integer(n) => Reply::Int(*n),
-        Value::Number(n) => Reply::Int(truncate(*n)?),
+        Value::Number(n) => Reply::Int(truncate(*n)),
         Value::Table(t) => from_table(t)?,
         _ => Reply::Nil,
     })
