@@ -43,7 +43,7 @@ pub(super) fn zadd(state: &mut CallState, argv: &[Vec<u8>]) -> Result<Reply, Mod
             "ERR XX and NX options at the same time are not compatible",
         ));
     }
-    if (options.gt && options.nx) || (options.lt && options.nx) || (options.gt && options.lt) {
+    if (options.nx && (options.gt || options.lt)) || (options.gt && options.lt) {
         return Ok(Reply::error(
             "ERR GT, LT, and/or NX options at the same time are not compatible",
         ));

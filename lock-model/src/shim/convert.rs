@@ -65,7 +65,8 @@ pub(crate) fn error_table(lua: &Lua, message: &str, counted: bool) -> mlua::Resu
 /// servers run, gives `i64::MIN` (`cvttsd2si`'s "integer indefinite"), and so does the
 /// model (the differential test checks it).
 fn truncate(n: f64) -> i64 {
-    if n.is_nan() || n >= 9_223_372_036_854_775_808.0 || n < -9_223_372_036_854_775_808.0 {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    if n.is_nan() || !(-LIMIT..LIMIT).contains(&n) {
         return i64::MIN;
     }
     n.trunc() as i64
