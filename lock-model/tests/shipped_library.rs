@@ -166,3 +166,65 @@ fn a_node_without_the_library_answers_function_not_found() {
         ("ERR", Some("Function not found"))
     );
 }
+
+#[test]
+fn a_replica_applies_a_calls_effects_and_hears_its_publications() {
+    let rt = Runtime::new();
+    let mut master = Node::new(1_700_000_000_000);
+    master.load(&rt, SHIPPED_LIBRARY).unwrap();
+    let mut replica = master.replica(5);
+    replica.subscribe(ClientId(9), b"redisson_lock__channel:{lock}", false);
+    let lagging = replica.clone();
+    let acquire_fn = format!("{}acquire", prefix());
+    let acquired = master
+        .fcall(
+            &rt,
+            &acquire_fn,
+            &words(&["lock", "lock:queue"]),
+            &words(&["30000", "a:1", "", "10000", "publish"]),
+            0,
+        )
+        .unwrap();
+    let released = master
+        .fcall(
+            &rt,
+            &format!("{}release", prefix()),
+            &words(&["lock", "lock:queue"]),
+            &words(&["a:1", "30000", "publish"]),
+            1,
+        )
+        .unwrap();
+    // The replica that got the first call's effects only holds the lock.
+    let mut behind = lagging.clone();
+    behind.apply(&acquired.effects);
+    assert!(behind.keyspace().get(b"lock", behind.clock(1)).is_some());
+    assert!(
+        lagging.keyspace().get(b"lock", 0).is_none(),
+        "the lagging copy missed it"
+    );
+    // Both: in sync, and the release's message reached the replica's subscriber.
+    replica.apply(&acquired.effects);
+    let heard = replica.apply(&released.effects);
+    assert_eq!(heard.len(), 1);
+    assert_eq!(heard[0].receivers, [ClientId(9)]);
+    assert_eq!(replica.keyspace(), master.keyspace());
+}
+
+#[test]
+fn a_node_moves_between_worker_threads() {
+    let mut node = Node::new(1_700_000_000_000);
+    Runtime::with_thread_local(|rt| node.load(rt, SHIPPED_LIBRARY)).unwrap();
+    let function = format!("{}acquire_cluster", prefix());
+    let on_main = {
+        let mut node = node.clone();
+        Runtime::with_thread_local(|rt| acquire(&mut node, rt, &function, "a:1", 0));
+        node
+    };
+    let on_worker = std::thread::spawn(move || {
+        Runtime::with_thread_local(|rt| acquire(&mut node, rt, &function, "a:1", 0));
+        node
+    })
+    .join()
+    .unwrap();
+    assert_eq!(on_main, on_worker);
+}
