@@ -228,3 +228,116 @@ fn a_few_calls_answer_as_redis_answers() {
         }
     }
 }
+
+#[test]
+fn redissons_scripts_answer_as_redis_answers() {
+    use distlock_examples::redisson_scripts as scripts;
+    let rt = Runtime::new();
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let calls: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
+        (scripts::LOCK, vec!["l"], vec!["30000", "o:1"]),
+        (scripts::LOCK, vec!["l"], vec!["30000", "o:1"]),
+        (scripts::LOCK, vec!["l"], vec!["30000", "o:2"]),
+        (scripts::RENEW, vec!["l"], vec!["30000", "o:1"]),
+        (
+            scripts::UNLOCK,
+            vec!["l", "redisson_lock__channel:{l}", "latch:1"],
+            vec!["0", "30000", "o:1", "PUBLISH", "13500"],
+        ),
+        (
+            scripts::UNLOCK,
+            vec!["l", "redisson_lock__channel:{l}", "latch:2"],
+            vec!["0", "30000", "o:1", "PUBLISH", "13500"],
+        ),
+        (
+            scripts::UNLOCK,
+            vec!["l", "redisson_lock__channel:{l}", "latch:2"],
+            vec!["0", "30000", "o:1", "PUBLISH", "13500"],
+        ),
+        (
+            scripts::READ_LOCK,
+            vec!["rw", "{rw}:r:1:rwlock_timeout"],
+            vec!["30000", "r:1", "r:1:write"],
+        ),
+        (
+            scripts::READ_LOCK,
+            vec!["rw", "{rw}:r:2:rwlock_timeout"],
+            vec!["30000", "r:2", "r:2:write"],
+        ),
+        (scripts::WRITE_LOCK, vec!["rw"], vec!["30000", "w:1:write"]),
+        (
+            scripts::READ_UNLOCK,
+            vec![
+                "rw",
+                "redisson_rwlock:{rw}",
+                "{rw}:r:1:rwlock_timeout",
+                "{rw}",
+                "latch:3",
+            ],
+            vec!["0", "r:1", "PUBLISH", "13500"],
+        ),
+        (
+            scripts::READ_UNLOCK,
+            vec![
+                "rw",
+                "redisson_rwlock:{rw}",
+                "{rw}:r:2:rwlock_timeout",
+                "{rw}",
+                "latch:4",
+            ],
+            vec!["0", "r:2", "PUBLISH", "13500"],
+        ),
+        (scripts::WRITE_LOCK, vec!["rw"], vec!["30000", "w:1:write"]),
+        (scripts::WRITE_LOCK, vec!["rw"], vec!["30000", "w:1:write"]),
+        (
+            scripts::WRITE_UNLOCK,
+            vec!["rw", "redisson_rwlock:{rw}", "latch:5"],
+            vec!["1", "30000", "w:1:write", "PUBLISH", "13500"],
+        ),
+        (
+            scripts::WRITE_UNLOCK,
+            vec!["rw", "redisson_rwlock:{rw}", "latch:6"],
+            vec!["1", "30000", "w:1:write", "PUBLISH", "13500"],
+        ),
+    ];
+    let to_bytes = |items: &[&str]| {
+        items
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect::<Vec<_>>()
+    };
+    for mut real in support::servers() {
+        redis::cmd("FLUSHALL")
+            .query::<()>(&mut real.connection)
+            .unwrap();
+        let mut node = Node::new(epoch);
+        for (n, (script, keys, args)) in calls.iter().enumerate() {
+            let answer = support::reply_of(
+                redis::cmd("EVAL")
+                    .arg(*script)
+                    .arg(keys.len())
+                    .arg(keys)
+                    .arg(args)
+                    .query(&mut real.connection),
+            );
+            let at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64
+                - epoch;
+            let model = node
+                .eval(&rt, script, &to_bytes(keys), &to_bytes(args), at)
+                .unwrap()
+                .reply;
+            assert_eq!(
+                normalised(&model),
+                normalised(&answer),
+                "call {n} on {}: model {model:?}, server {answer:?}",
+                real.label
+            );
+        }
+    }
+}
