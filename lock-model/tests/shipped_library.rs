@@ -38,7 +38,7 @@ fn the_model_loads_the_shipped_text_byte_for_byte() {
     assert_eq!(library.source().as_bytes(), SHIPPED_LIBRARY.as_bytes());
     assert_eq!(
         library.source().as_bytes(),
-        lock_core::FUNCTIONS_SOURCE.as_bytes()
+        lock_core::ops::FUNCTIONS_SOURCE.as_bytes()
     );
     // 21 functions, 19 of them with a Cluster variant.
     assert_eq!(library.functions().len(), 40, "{:?}", library.functions());
