@@ -121,13 +121,15 @@
 //! | `distlock_claims_missed_total` | counter | | hand-offs whose claim ran out before this client extended it |
 //!
 //! # Feature flags
-//! - `tls` (default): `rediss://` URLs and the builder's certificate settings
-//!   ([`LockClientBuilder::tls_root_certificate`], through rustls).
 //! - `cluster` (default): Redis Cluster clients ([`LockClient::cluster`]).
 //! - `sentinel` (default): clients of a Sentinel-managed master ([`LockClient::sentinel`]).
 //!
-//!   Without these three, a client speaks to one server or to Redlock nodes over plain TCP,
-//!   and the crate compiles less of redis-rs (and no rustls).
+//!   Without these two, a client speaks to one server or to Redlock nodes, and the crate
+//!   compiles less of redis-rs.
+//! - `tls`: `rediss://` URLs and the builder's certificate settings
+//!   ([`LockClientBuilder::tls_root_certificate`], through rustls). Without it a
+//!   `rediss://` URL is refused when the client is built, with an error naming this
+//!   feature.
 //! - `macros`: re-exports `#[distributed_lock]`, the attribute for async functions (see the
 //!   `lock-macros` crate for its options).
 //! - `metrics`: reports the metrics above through the `metrics` facade.
@@ -135,8 +137,10 @@
 //!   From<LockError>` — so a handler or gRPC method can return lock errors with `?`, with
 //!   lock-tower's status codes and a body that never names the holder (409 / `ABORTED` when
 //!   busy, 503 / `UNAVAILABLE` when Redis is down, 503 / `ABORTED` when lost).
+//! - `idempotency`: idempotency keys ([`LockClient::idempotency`], the protocol lock-tower's
+//!   idempotency layer runs; its types are in the `idempotency` module).
 //! - `serde`: `LockClient::idempotent`, a future run once per idempotency key with its
-//!   result stored as JSON (the protocol's types are in the [`idempotency`] module).
+//!   result stored as JSON (turns `idempotency` on).
 //!
 //! # The guide
 //! The guide walks through distlock chapter by chapter — getting started (with the life
@@ -162,6 +166,8 @@ mod error;
 #[cfg(feature = "docs")]
 #[cfg_attr(docsrs, doc(cfg(feature = "docs")))]
 pub mod guide;
+#[cfg(feature = "idempotency")]
+#[cfg_attr(docsrs, doc(cfg(feature = "idempotency")))]
 pub mod idempotency;
 pub mod job;
 mod lock;

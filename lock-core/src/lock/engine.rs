@@ -16,11 +16,15 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use redis::{Cmd, FromRedisValue};
+#[cfg(feature = "idempotency")]
+use redis::Cmd;
+use redis::FromRedisValue;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 
-use crate::error::{bounded, LockError};
+#[cfg(feature = "idempotency")]
+use crate::error::bounded;
+use crate::error::LockError;
 use crate::lock::config::Config;
 use crate::lock::health::Health;
 use crate::protocol::fcall::Call;
@@ -302,6 +306,7 @@ impl Engine {
     /// # Errors
     /// [`LockError::Unavailable`] at once while Redis is known down, and the command's
     /// errors.
+    #[cfg(feature = "idempotency")]
     pub(crate) async fn query<T: FromRedisValue>(
         &self,
         name: &LockName,

@@ -66,6 +66,8 @@ macro_rules! functions {
             Linger linger: frees, always_sent, guarded;
             Proclaim proclaim: writes, fails_fast, guarded;
             Leader leader: reads, fails_fast, guarded;
+            /// Idempotency keys' completion: only their feature calls it.
+            #[cfg_attr(not(feature = "idempotency"), expect(dead_code))]
             Complete complete: writes, always_sent, guarded;
             GuardedWrite guarded_write: writes, fails_fast, guarded;
             /// Redlock only: never on a Cluster.

@@ -63,6 +63,7 @@
 //!    module of its feature ([`fleet`], [`complete`], [`write_commands`]).
 //! 4. Read its answer into a type in [`replies`] (or beside its call).
 
+#[cfg(feature = "idempotency")]
 pub(crate) mod complete;
 pub(crate) mod fcall;
 pub(crate) mod fleet;
