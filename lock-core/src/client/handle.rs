@@ -200,14 +200,4 @@ impl LockClient {
     pub fn id(&self) -> &str {
         &self.engine.id
     }
-
-    /// Number of locks the watchdog currently renews.
-    pub fn renewing(&self) -> usize {
-        self.holds.renewed().len()
-    }
-
-    /// Number of release channels with a waiter of this client subscribed.
-    pub fn waited_channels(&self) -> usize {
-        self.engine.waiters.channel_count()
-    }
 }

@@ -227,7 +227,9 @@ impl Waiters {
         self.shared.listen_revocations(channel)
     }
 
-    /// Release channels with at least one waiter (for tests and inspection).
+    /// Release channels with at least one waiter (for the workspace's tests: feature
+    /// `__internal`).
+    #[cfg(feature = "__internal")]
     pub(crate) fn channel_count(&self) -> usize {
         self.shared
             .channels()

@@ -79,7 +79,8 @@ pub(crate) struct Channel {
     /// on it is missed (a reconnect wakes every waiter, which retries).
     pub(crate) live: bool,
     /// A grants channel: its messages are grants, routed by owner (not counted as a
-    /// channel waited on).
+    /// channel waited on). Read only by that count (feature `__internal`).
+    #[cfg_attr(not(feature = "__internal"), expect(dead_code))]
     pub(crate) grants: bool,
 }
 
