@@ -62,7 +62,8 @@ pub enum LockError {
         after: Duration,
     },
     /// Fewer replicas than required acknowledged the acquisition in time; the lock was
-    /// released again (see [`LockClientBuilder::min_replicas`](crate::LockClientBuilder::min_replicas)).
+    /// released again (see [`LockClientBuilder::replica_ack`](crate::LockClientBuilder::replica_ack):
+    /// by default, where the master has a replica online, one must acknowledge within 1 s).
     #[error("lock `{name}`: only {acked} of {required} replicas acknowledged the acquisition")]
     NotReplicated {
         /// The lock.
@@ -177,6 +178,19 @@ impl LockError {
             self,
             Self::Unavailable { .. } | Self::Timeout { .. } | Self::NotReplicated { .. }
         )
+    }
+
+    /// True when the connection the call went through was lost or could not be made (it
+    /// reconnects on the next call, maybe to another server).
+    pub(crate) fn is_connection_lost(&self) -> bool {
+        match self {
+            Self::Unavailable { source, .. } => {
+                source.is_io_error()
+                    || source.is_connection_dropped()
+                    || source.is_connection_refusal()
+            }
+            _ => false,
+        }
     }
 
     /// True when Redis refused the command for good: see [`Refused`](Self::Refused),

@@ -181,6 +181,7 @@ pub use answer::Answer;
 pub use client::builder::LockClientBuilder;
 pub use client::default::{default_client, set_default_client};
 pub use client::handle::LockClient;
+pub use client::replica_ack::ReplicaAck;
 pub use error::LockError;
 pub use lock::guard::{LockGuard, Lost, Release};
 pub use lock::guarded_run::{Guarded, GuardedRun, OnLost};

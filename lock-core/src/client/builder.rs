@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::client::handle::LockClient;
+use crate::client::replica_ack::ReplicaAck;
 use crate::error::LockError;
 use crate::lock::config::{self, check_lease, Config};
 use crate::protocol::holder::HolderConfig;
@@ -63,7 +64,7 @@ impl LockClientBuilder {
                 connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
                 max_name_len: Self::DEFAULT_MAX_NAME_LEN,
                 max_hold: None,
-                min_replicas: None,
+                replica_ack: ReplicaAck::default(),
                 holder: HolderConfig::default(),
                 trace_names: false,
                 #[cfg(feature = "cluster")]
@@ -203,17 +204,36 @@ impl LockClientBuilder {
         self
     }
 
-    /// After each acquisition, waits (Redis `WAIT`) until at least `replicas` replicas have
-    /// it, for at most `timeout`; with fewer acknowledgements the lock is released again and
-    /// the acquisition fails with [`LockError::NotReplicated`], as Redisson's
-    /// `checkLockSyncedSlaves` does. Narrows (does not close) the window in which a failover
-    /// to a replica that never saw the lock grants it twice.
+    /// Whether an acquisition waits until replicas have the hold before it returns (Redis
+    /// `WAIT`): see [`ReplicaAck`] for each setting. With fewer acknowledgements in time
+    /// the hold is released again and the acquisition fails with
+    /// [`LockError::NotReplicated`]. Renewals are not waited for.
+    ///
+    /// Every acquisition waits the same way: locks, read-write locks, semaphores, multi-locks
+    /// (one `WAIT` for all their names), jobs, election campaigns, idempotency keys and
+    /// lock-tower's layers. Redlock keeps its own rule: there [`ReplicaAck::Auto`] does
+    /// nothing and [`ReplicaAck::Require`] is refused.
     ///
     /// # Default
-    /// None: no waiting for replicas.
-    pub fn min_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
-        self.config.min_replicas = (replicas > 0).then_some((replicas, timeout));
+    /// [`ReplicaAck::default()`]: one replica within 1 s
+    /// ([`ReplicaAck::DEFAULT_TIMEOUT`]) where the master serving the lock has a replica
+    /// online, as Redisson's `checkLockSyncedSlaves`; nothing where it has none.
+    pub fn replica_ack(mut self, ack: ReplicaAck) -> Self {
+        self.config.replica_ack = ack;
         self
+    }
+
+    /// After each acquisition, waits until at least `replicas` replicas have it, for at
+    /// most `timeout`: [`replica_ack`](Self::replica_ack) with [`ReplicaAck::Require`], or
+    /// with [`ReplicaAck::Off`] for 0 replicas.
+    #[deprecated(
+        note = "use `replica_ack(ReplicaAck::Require { replicas, timeout })` (or `ReplicaAck::Off` for 0)"
+    )]
+    pub fn min_replicas(self, replicas: usize, timeout: Duration) -> Self {
+        self.replica_ack(match replicas {
+            0 => ReplicaAck::Off,
+            replicas => ReplicaAck::Require { replicas, timeout },
+        })
     }
 
     /// On a Redis Cluster, publish release messages with `SPUBLISH` and listen with
@@ -318,12 +338,18 @@ impl LockClientBuilder {
             Topology::Redlock(nodes) if nodes.is_empty() => {
                 return Err(LockError::invalid_config("redlock needs at least one node"));
             }
-            Topology::Redlock(_) if config.min_replicas.is_some() => {
+            Topology::Redlock(_) if matches!(config.replica_ack, ReplicaAck::Require { .. }) => {
                 return Err(LockError::invalid_config(
-                    "min_replicas does not apply to redlock: its nodes are independent masters",
+                    "replica_ack(Require) does not apply to redlock: its nodes are independent \
+                     masters",
                 ));
             }
             _ => {}
+        }
+        if let ReplicaAck::Require { replicas: 0, .. } = config.replica_ack {
+            return Err(LockError::invalid_config(
+                "replica_ack(Require) needs at least one replica: ReplicaAck::Off waits for none",
+            ));
         }
         config.publish = Publish::Plain;
         #[cfg(feature = "cluster")]
@@ -368,6 +394,43 @@ mod tests {
         let c = builder().validated().unwrap();
         assert_eq!(c.lease, Duration::from_secs(30));
         assert_eq!(c.watchdog_interval, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn replicas_are_waited_for_by_default_where_there_are_some() {
+        let c = builder().validated().unwrap();
+        let timeout = Duration::from_secs(1);
+        assert_eq!(c.replica_ack, ReplicaAck::Auto { timeout });
+        assert_eq!(ReplicaAck::default(), ReplicaAck::Auto { timeout });
+        let redlock = LockClientBuilder::new(Topology::Redlock(vec!["redis://a".into()]));
+        // Redlock keeps its own rule: the default applies nothing there, and is accepted.
+        assert!(redlock.clone().validated().is_ok());
+        let require = ReplicaAck::Require {
+            replicas: 1,
+            timeout,
+        };
+        let err = redlock.replica_ack(require).validated().unwrap_err();
+        assert!(err.to_string().contains("redlock"), "{err}");
+        let none = ReplicaAck::Require {
+            replicas: 0,
+            timeout,
+        };
+        let err = builder().replica_ack(none).validated().unwrap_err();
+        assert!(err.to_string().contains("ReplicaAck::Off"), "{err}");
+    }
+
+    #[test]
+    #[allow(deprecated)]
+    fn min_replicas_is_require_or_off() {
+        let t = Duration::from_millis(500);
+        let c = builder().min_replicas(2, t).validated().unwrap();
+        let require = ReplicaAck::Require {
+            replicas: 2,
+            timeout: t,
+        };
+        assert_eq!(c.replica_ack, require);
+        let c = builder().min_replicas(0, t).validated().unwrap();
+        assert_eq!(c.replica_ack, ReplicaAck::Off);
     }
 
     #[test]

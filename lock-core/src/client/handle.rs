@@ -77,8 +77,8 @@ impl LockClient {
     /// for `service`. The master is looked up when first needed and again after a failover
     /// (a dropped connection or a `READONLY` answer from a demoted master), so the client
     /// follows the new master; guards whose key did not survive the failover report lost at
-    /// their next renewal. Combine with [`min_replicas`](LockClientBuilder::min_replicas) to
-    /// make that rarer.
+    /// their next renewal. Acquisitions wait for a replica by default
+    /// ([`replica_ack`](LockClientBuilder::replica_ack)), which makes that rarer.
     ///
     /// ```no_run
     /// # fn demo() -> Result<(), lock_core::LockError> {

@@ -1,5 +1,5 @@
 //! The client: the handle ([`handle`]), the lock family's requests ([`family`]), its builder
-//! with every setting ([`builder`]) and the process-wide default client ([`default`]).
+//! with every setting ([`builder`], and the replica setting it takes, [`replica_ack`]) and the process-wide default client ([`default`]).
 //!
 //! Where `impl LockClient` lives: [`handle`] holds the block for making a client and taking
 //! the exclusive lock, [`family`] the block for read-write locks, semaphores and
@@ -17,4 +17,5 @@ pub(crate) mod handle;
 pub(crate) mod health;
 #[cfg(feature = "__internal")]
 mod internal;
+pub(crate) mod replica_ack;
 pub(crate) mod shutdown;

@@ -94,6 +94,12 @@ pub(crate) async fn acquire(
     {
         return reentered(held, scope, kind);
     }
+    // Known without a round trip but when the client has yet to learn its masters' replicas
+    // (at connect time, after a topology change): boxed, a rare path.
+    let replica_ack = match engine.replica_ack_known(keys.lock()) {
+        Some(ack) => ack,
+        None => Box::pin(engine.replica_ack(&name, keys.lock())).await?,
+    };
     let label = options.label;
     let identity = HoldIdentity {
         owner: owner_id(&engine.id, next_owner_number(), kind),
@@ -142,8 +148,8 @@ pub(crate) async fn acquire(
                     name: guard.name().clone(),
                 });
             }
-            match engine.config.min_replicas {
-                // Boxed: a rare path, kept out of every acquisition's future.
+            match replica_ack {
+                // Boxed: kept out of every acquisition's future where no replica is waited for.
                 Some((replicas, timeout)) => Box::pin(replicated(guard, replicas, timeout)).await,
                 None => Ok(guard),
             }

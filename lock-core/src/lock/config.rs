@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::client::replica_ack::ReplicaAck;
 use crate::error::LockError;
 use crate::protocol::holder::HolderConfig;
 use crate::protocol::messages::Publish;
@@ -24,7 +25,7 @@ pub(crate) struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) max_name_len: usize,
     pub(crate) max_hold: Option<Duration>,
-    pub(crate) min_replicas: Option<(usize, Duration)>,
+    pub(crate) replica_ack: ReplicaAck,
     pub(crate) holder: HolderConfig,
     /// Lock names as span attributes (`distlock.lock.name`); off: the metrics label only.
     pub(crate) trace_names: bool,

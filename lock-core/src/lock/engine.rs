@@ -22,6 +22,7 @@ use redis::FromRedisValue;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 
+use crate::client::replica_ack::ReplicaAck;
 #[cfg(feature = "idempotency")]
 use crate::error::bounded;
 use crate::error::LockError;
@@ -33,6 +34,7 @@ use crate::protocol::library::Function;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::transport::backend::Conn;
 use crate::transport::connect::{connect, ConnectOptions, Connections, Tls, Topology};
+use crate::transport::replicas::ReplicaView;
 use crate::transport::waiters::Waiters;
 
 /// The engine of one client: its connections (one, or one per Redlock node), settings and
@@ -46,8 +48,10 @@ pub(crate) struct Engine {
     holder_meta: Arc<str>,
     /// One connection, or one per Redlock node.
     pub(crate) nodes: Vec<Conn>,
-    /// The connection for replica acknowledgements (`WAIT`), with `min_replicas`.
+    /// The connection for replica acknowledgements (`WAIT`), unless they are off.
     pub(crate) replication: Option<Conn>,
+    /// What the client knows of its masters' replicas, under [`ReplicaAck::Auto`].
+    replicas: Option<ReplicaView>,
     pub(crate) waiters: Waiters,
     /// Whether Redis answered lately (logged once per outage).
     pub(crate) health: Health,
@@ -83,7 +87,7 @@ impl Engine {
         let options = ConnectOptions {
             connect_timeout: config.connect_timeout,
             command_timeout: config.command_timeout,
-            replication: config.min_replicas.is_some(),
+            replication: config.replica_ack != ReplicaAck::Off,
             #[cfg(feature = "cluster")]
             publish: config.publish,
         };
@@ -94,7 +98,12 @@ impl Engine {
             nodes,
             pubsub,
             replication,
+            probe,
         } = connect(topology, tls, &options)?;
+        let replicas = match config.replica_ack {
+            ReplicaAck::Auto { .. } => probe.map(|probe| ReplicaView::new(probe, nodes[0].clone())),
+            _ => None,
+        };
         crate::metrics::describe();
         let stop = CancellationToken::new();
         let _guard = runtime.enter();
@@ -114,6 +123,7 @@ impl Engine {
             id: uuid::Uuid::new_v4().to_string().into(),
             nodes,
             replication,
+            replicas,
             waiters,
             health: Health::default(),
             stop: stop.clone(),
@@ -123,6 +133,55 @@ impl Engine {
             config,
         });
         Ok(engine)
+    }
+
+    /// How many replicas an acquisition of the lock whose key is `key` waits for, and for
+    /// how long (`None`: it does not wait), when that is known without a round trip: always,
+    /// but under [`ReplicaAck::Auto`] before the client learned its masters' replicas.
+    pub(crate) fn replica_ack_known(&self, key: &[u8]) -> Option<Option<(usize, Duration)>> {
+        match self.config.replica_ack {
+            ReplicaAck::Require { replicas, timeout } => Some(Some((replicas, timeout))),
+            ReplicaAck::Auto { timeout } => match &self.replicas {
+                // Redlock keeps its own rule.
+                None => Some(None),
+                Some(view) => view.known(key).map(|n| (n > 0).then_some((1, timeout))),
+            },
+            ReplicaAck::Off => Some(None),
+        }
+    }
+
+    /// [`replica_ack_known`](Self::replica_ack_known), learning the masters' replicas first
+    /// when it is not known (one round trip, or two with a new connection: at connect time
+    /// and after the topology changed, not per acquisition).
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`] at once while Redis is known down, and the errors of the
+    /// question (see [`ReplicaView::learn`]).
+    pub(crate) async fn replica_ack(
+        &self,
+        name: &LockName,
+        key: &[u8],
+    ) -> Result<Option<(usize, Duration)>, LockError> {
+        if let Some(known) = self.replica_ack_known(key) {
+            return Ok(known);
+        }
+        let (Some(view), ReplicaAck::Auto { timeout }) = (&self.replicas, self.config.replica_ack)
+        else {
+            unreachable!("only an unlearned Auto is unknown");
+        };
+        self.refuse_if_down(name)?;
+        let replicas = view.learn(name, key, self.config.command_timeout).await;
+        self.observe_one(&replicas);
+        Ok((replicas? > 0).then_some((1, timeout)))
+    }
+
+    /// After an acquisition that fewer replicas acknowledged than it waited for: under
+    /// [`ReplicaAck::Auto`], the next one asks again which masters have replicas (the
+    /// master may have lost its replica for good, or a Cluster failed over unseen).
+    pub(crate) fn forget_replicas(&self) {
+        if let Some(view) = &self.replicas {
+            view.forget();
+        }
     }
 
     /// The holder metadata an acquisition sends: the client's own, shared, unless the
@@ -240,7 +299,7 @@ impl Engine {
             let timeout = self.node_timeout(lease);
             let load_timeout = self.config.command_timeout;
             let answers = vec![call.invoke(&mut conn, name, timeout, load_timeout).await];
-            self.health.observe(&answers);
+            self.observe(&answers);
             return answers;
         }
         let mut calls = self.call_stream(name, lease, call);
@@ -251,7 +310,7 @@ impl Engine {
                 break;
             }
         }
-        self.health.observe(&answers);
+        self.observe(&answers);
         if !calls.is_empty() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 let rest = async move {
@@ -342,7 +401,17 @@ impl Engine {
     fn observe_one<T>(&self, answer: &Result<T, LockError>) {
         let outage = answer.as_ref().is_err_and(LockError::is_unavailable);
         if self.nodes.len() == 1 || !outage {
-            self.health.observe(std::slice::from_ref(answer));
+            self.observe(std::slice::from_ref(answer));
+        }
+    }
+
+    /// Takes in the answers of one call: into the health, and a lost connection makes the
+    /// masters' replicas unknown (it reconnects, maybe to another server).
+    fn observe<T>(&self, answers: &[Result<T, LockError>]) {
+        self.health.observe(answers);
+        let lost = |a: &Result<T, LockError>| a.as_ref().is_err_and(LockError::is_connection_lost);
+        if answers.iter().any(lost) {
+            self.forget_replicas();
         }
     }
 

@@ -1,8 +1,11 @@
-//! Replica acknowledgement (`min_replicas`): after an acquisition, Redis `WAIT` until enough
-//! replicas have the hold, else give it back — as Redisson's `checkLockSyncedSlaves` does.
+//! Replica acknowledgement ([`ReplicaAck`](crate::ReplicaAck)): after an acquisition, Redis
+//! `WAIT` until enough replicas have the hold, else give it back — as Redisson's
+//! `checkLockSyncedSlaves` does.
 //!
 //! `WAIT` blocks the connection it runs on and counts only that connection's writes, so it
-//! runs on the client's replication connection, after a `TOUCH` of the hold there.
+//! runs on the client's replication connection, after a `TOUCH` of the hold there. The
+//! `TOUCH` is written after every earlier write on its master (the grant, and a multi-lock's
+//! other names, granted in the same call), so one `WAIT` covers them all.
 
 use std::time::Duration;
 
@@ -28,19 +31,38 @@ pub(crate) async fn replicated(
     replicas: usize,
     timeout: Duration,
 ) -> Result<LockGuard, LockError> {
-    let acked = match acknowledged(&guard, replicas, timeout).await {
-        Ok(acked) if acked >= replicas => return Ok(guard),
+    let mut guards = replicated_all(vec![guard], replicas, timeout).await?;
+    Ok(guards.pop().expect("one guard in, one out"))
+}
+
+/// [`replicated`] for holds granted together on one master (a multi-lock's names, in one
+/// call): one `TOUCH` of the first and one `WAIT` cover them all. With fewer
+/// acknowledgements every hold is released, last first, and the error names the first.
+pub(crate) async fn replicated_all(
+    guards: Vec<LockGuard>,
+    replicas: usize,
+    timeout: Duration,
+) -> Result<Vec<LockGuard>, LockError> {
+    let Some(first) = guards.first() else {
+        return Ok(guards);
+    };
+    let acked = match acknowledged(first, replicas, timeout).await {
+        Ok(acked) if acked >= replicas => return Ok(guards),
         Ok(acked) => acked,
         Err(error) => {
-            // Released by the drop; the caller learns why.
-            drop(guard);
+            // Released by the drops; the caller learns why.
+            drop(guards);
             return Err(error);
         }
     };
-    let name = guard.name().clone();
-    if let Err(error) = guard.release().await {
-        tracing::debug!(lock = %name, %error, "releasing an unreplicated hold failed");
+    let (name, engine) = (first.name().clone(), first.held().engine.clone());
+    for guard in guards.into_iter().rev() {
+        let held = guard.name().clone();
+        if let Err(error) = guard.release().await {
+            tracing::debug!(lock = %held, %error, "releasing an unreplicated hold failed");
+        }
     }
+    engine.forget_replicas();
     Err(LockError::NotReplicated {
         name,
         acked,

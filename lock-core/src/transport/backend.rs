@@ -124,6 +124,16 @@ impl Conn {
         }
     }
 
+    /// Changes when this connection may have moved to another master: on a Sentinel client,
+    /// the count of masters it connected to (one server and a Cluster keep theirs: 0).
+    pub(crate) fn epoch(&self) -> u64 {
+        match &self.link {
+            #[cfg(feature = "sentinel")]
+            Link::Sentinel(conn) => conn.connects(),
+            _ => 0,
+        }
+    }
+
     /// `WAIT replicas timeout` on the server that owns `key`: how many replicas have every
     /// write this client sent there so far.
     pub(crate) async fn wait_replicas(

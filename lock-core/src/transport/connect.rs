@@ -10,6 +10,7 @@ use crate::error::LockError;
 use crate::protocol::messages::Publish;
 use crate::transport::backend::Conn;
 use crate::transport::pubsub::PubSubSource;
+use crate::transport::replicas::Probe;
 
 /// Where the locks live.
 #[derive(Clone, Debug)]
@@ -34,7 +35,7 @@ pub(crate) enum Topology {
 pub(crate) struct ConnectOptions {
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
-    /// A second connection for `WAIT` (`min_replicas`).
+    /// A second connection for `WAIT` (replica acknowledgements; connected on first use).
     pub(crate) replication: bool,
     /// How release messages are published (on a Cluster: which pub/sub to listen with).
     #[cfg(feature = "cluster")]
@@ -47,10 +48,12 @@ pub(crate) struct Connections {
     pub(crate) nodes: Vec<Conn>,
     /// Where the waiters' pub/sub connection goes.
     pub(crate) pubsub: PubSubSource,
-    /// With `min_replicas`: a second connection to the same place, for `WAIT`. `WAIT`
-    /// blocks the connection it runs on, and must not stall every other lock's commands on
-    /// the shared one while replicas lag.
+    /// With replica acknowledgements: a second connection to the same place, for `WAIT`,
+    /// connected when first used. `WAIT` blocks the connection it runs on, and must not
+    /// stall every other lock's commands on the shared one while replicas lag.
     pub(crate) replication: Option<Conn>,
+    /// How to learn the masters' replicas (none under Redlock).
+    pub(crate) probe: Option<Probe>,
 }
 
 /// TLS settings for `rediss://` URLs: the `tls` feature's certificates; without the
@@ -77,11 +80,15 @@ pub(crate) fn connect(
     match topology {
         Topology::Single(url) => {
             let client = open.one(url)?;
+            let config = redis::AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(options.connect_timeout))
+                .set_response_timeout(Some(options.command_timeout));
             Ok(Connections {
                 nodes: vec![single(&client, options)?],
                 replication: (options.replication)
                     .then(|| single(&client, options))
                     .transpose()?,
+                probe: Some(Probe::Single(Box::new((client.clone(), config)))),
                 pubsub: PubSubSource::Nodes(vec![client]),
             })
         }
@@ -93,8 +100,9 @@ pub(crate) fn connect(
                 .collect::<Result<_, _>>()?;
             Ok(Connections {
                 nodes,
-                // Validation rejects `min_replicas` with Redlock.
+                // Redlock waits for no replica (validation rejects `ReplicaAck::Require`).
                 replication: None,
+                probe: None,
                 pubsub: PubSubSource::Nodes(clients),
             })
         }
@@ -169,6 +177,8 @@ fn sentinel(
     Ok(Connections {
         nodes: vec![Conn::sentinel(conn.clone())],
         replication: (options.replication).then(|| Conn::sentinel(conn.sibling())),
+        // The command connection's own handle: it asks the master that one goes to.
+        probe: Some(Probe::Sentinel(conn.clone())),
         pubsub: PubSubSource::Sentinel(conn),
     })
 }
@@ -222,6 +232,7 @@ fn cluster(
     };
     Ok(Connections {
         replication: (options.replication).then(|| Conn::cluster(cluster.sibling())),
+        probe: Some(Probe::Cluster),
         nodes: vec![Conn::cluster(cluster)],
         pubsub,
     })

@@ -7,7 +7,7 @@
 //! while others use the new master. So a follower asks a Sentinel every second where the
 //! master is and drops the connection when it points elsewhere.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -28,14 +28,18 @@ pub(crate) struct SentinelConn {
     current: Arc<Mutex<Option<Master>>>,
     config: AsyncConnectionConfig,
     follower: Arc<Follower>,
+    /// How many masters this connection (and its clones) connected to: a new one may be
+    /// another server, with other replicas.
+    connects: Arc<AtomicU64>,
 }
 
-/// The connection in use and the address it goes to.
+/// The connection in use, the address it goes to and the client that made it.
 #[derive(Clone)]
 struct Master {
     host: String,
     port: u16,
     conn: MultiplexedConnection,
+    client: redis::Client,
 }
 
 /// A light, persistent line to one Sentinel (the next one after a failure) for
@@ -68,6 +72,7 @@ impl SentinelConn {
                 next: AtomicUsize::new(0),
                 line: tokio::sync::Mutex::new(None),
             }),
+            connects: Arc::default(),
         }
     }
 
@@ -78,6 +83,7 @@ impl SentinelConn {
             current: Arc::default(),
             config: self.config.clone(),
             follower: Arc::clone(&self.follower),
+            connects: Arc::default(),
         }
     }
 
@@ -132,8 +138,31 @@ impl SentinelConn {
             host,
             port,
             conn: conn.clone(),
+            client,
         });
+        self.connects.fetch_add(1, Ordering::AcqRel);
         Ok(conn)
+    }
+
+    /// How many times this connection connected to a master so far.
+    pub(crate) fn connects(&self) -> u64 {
+        self.connects.load(Ordering::Acquire)
+    }
+
+    /// A new connection, of its own, to the master this one goes to (connecting this one
+    /// first if needed): for a question whose answer depends on what the connection it
+    /// runs on wrote (`WAIT`).
+    pub(crate) async fn fresh(&self) -> RedisResult<MultiplexedConnection> {
+        self.get().await?;
+        let client = self.slot().as_ref().map(|master| master.client.clone());
+        let client = match client {
+            Some(client) => client,
+            // Forgotten meanwhile (an error, a move): the master the Sentinels name now.
+            None => self.master_client().await?,
+        };
+        client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await
     }
 
     fn slot(&self) -> MutexGuard<'_, Option<Master>> {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use distlock_tests::locks::{builder, client, exists, lock_key, wait_gone, wait_until, GENEROUS};
 use distlock_tests::{RedisServer, TcpProxy};
+use lock_core::ReplicaAck;
 
 /// Dropping the acquire future at any point — before sending, while the script is in
 /// flight through a slow link, after Redis ran it — leaves no lock held once the drop settled.
@@ -44,7 +45,10 @@ async fn dropped_during_replica_wait_leaves_no_lock() {
     let server = RedisServer::start();
     let mut conn = server.conn().await;
     let locks = builder(&server.url())
-        .min_replicas(1, Duration::from_secs(30))
+        .replica_ack(ReplicaAck::Require {
+            replicas: 1,
+            timeout: Duration::from_secs(30),
+        })
         .build()
         .unwrap();
     let acquiring = tokio::spawn(async move { locks.lock("unreplicated").await });

@@ -1,13 +1,14 @@
 //! Fault suite, Redis Cluster failovers: a planned failover keeps the lock; a master that
-//! dies before its replica has the lock grants it twice, unless `min_replicas` made the
-//! acquisition wait for the replica.
+//! dies before its replica has the lock grants it twice, unless the acquisition waited for
+//! the replica — which it does by default (`ReplicaAck::Auto`), and not with
+//! `ReplicaAck::Off`.
 
 use std::time::Duration;
 
 use distlock_tests::fault::cluster::{failover, shard_of};
 use distlock_tests::locks::{lock_key, GENEROUS};
 use distlock_tests::{RedisCluster, RedisServer};
-use lock_core::{LockClient, LockError, LockGuard};
+use lock_core::{LockClient, LockError, LockGuard, ReplicaAck};
 use redis::aio::MultiplexedConnection;
 use tokio::task::block_in_place;
 use tokio::time::Instant;
@@ -21,16 +22,17 @@ const SETTLE: Duration = Duration::from_secs(30);
 /// failovers slow enough to outlast leases.
 static ONE_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn client(cluster: &RedisCluster, min_replicas: bool) -> LockClient {
+/// A client with `ack` (`None`: the default).
+fn client(cluster: &RedisCluster, ack: Option<ReplicaAck>) -> LockClient {
     let builder = LockClient::cluster(cluster.seed_urls())
         .lease(LEASE)
         .command_timeout(Duration::from_secs(2));
-    let builder = if min_replicas {
-        builder.min_replicas(1, Duration::from_millis(500))
-    } else {
-        builder
-    };
-    builder.build().unwrap()
+    match ack {
+        Some(ack) => builder.replica_ack(ack),
+        None => builder,
+    }
+    .build()
+    .unwrap()
 }
 
 /// Tries once, retrying errors while the cluster settles; `None` when the lock is busy.
@@ -64,10 +66,13 @@ async fn planned_failovers_keep_the_lock() {
     let cluster = RedisCluster::start(3, 1);
     let holder = LockClient::cluster(cluster.seed_urls())
         .command_timeout(Duration::from_secs(2))
-        .min_replicas(1, Duration::from_secs(2))
+        .replica_ack(ReplicaAck::Require {
+            replicas: 1,
+            timeout: Duration::from_secs(2),
+        })
         .build()
         .unwrap();
-    let other = client(&cluster, false);
+    let other = client(&cluster, Some(ReplicaAck::Off));
     let guard = holder.lock("planned").await.unwrap();
     let mut renewed_after = Vec::new();
     for round in 0..3 {
@@ -167,17 +172,21 @@ async fn connected_replicas(conn: &mut MultiplexedConnection) -> u64 {
 /// One trial: the lock's master is SIGKILLed right after A's acquisition and its replica
 /// takes over (`CLUSTER FAILOVER TAKEOVER`, which skips the 2 s failure detection; the
 /// automatic failover would promote the same replica with the same data); then B asks.
-/// `stall`: the replica got nothing since before the acquisition.
-async fn kill_trial(cluster: &mut RedisCluster, i: usize, min_replicas: bool, stall: bool) -> Kill {
+/// `stall`: the replica got nothing since before the acquisition. A runs with the default
+/// settings (`acked`) or with `ReplicaAck::Off`; B with `Off`: it only asks the promoted
+/// replica, and a wait of its own would only delay the question.
+async fn kill_trial(cluster: &mut RedisCluster, i: usize, acked: bool, stall: bool) -> Kill {
     block_in_place(|| cluster.wait_until_healthy(SETTLE)).unwrap();
-    let name = format!(
-        "killed_{}_{i}",
-        if min_replicas { "acked" } else { "async" }
-    );
+    let name = format!("killed_{}_{i}", if acked { "default" } else { "off" });
     let shard = shard_of(cluster, &lock_key(&name), SETTLE).await;
     let replica = shard.replicas[0];
-    // Connected before any node freezes (a new cluster client connects to every node).
-    let (a, b) = (client(cluster, min_replicas), client(cluster, false));
+    // Connected before any node freezes (a new cluster client connects to every node), and
+    // A learned the shards' replicas then, at its first acquisition.
+    let a_ack = (!acked).then_some(ReplicaAck::Off);
+    let (a, b) = (
+        client(cluster, a_ack),
+        client(cluster, Some(ReplicaAck::Off)),
+    );
     for locks in [&a, &b] {
         // Any answer will do (a refusal for lack of replicas too): only the connections count.
         if let Ok(Some(guard)) = locks.lock(format!("warm_{i}")).try_acquire().await {
@@ -200,7 +209,7 @@ async fn kill_trial(cluster: &mut RedisCluster, i: usize, min_replicas: bool, st
     failover(&cluster.nodes()[replica], Some("TAKEOVER"), SETTLE).await;
     let outcome = match acquired {
         Err(LockError::NotReplicated { .. }) if stall => {
-            assert!(min_replicas, "trial {i}: refused without min_replicas");
+            assert!(acked, "trial {i}: refused with ReplicaAck::Off");
             Kill::Refused
         }
         Err(e @ LockError::NotReplicated { .. }) => {
@@ -232,16 +241,17 @@ async fn kill_trial(cluster: &mut RedisCluster, i: usize, min_replicas: bool, st
     outcome
 }
 
-/// 20 trials with `min_replicas(1)`, the master killed right after the acquisition: half
-/// with the replica cut off first (A is refused with `NotReplicated`), half with it healthy
-/// (the lock survives on the promoted replica and B finds it busy; a refusal there is
-/// reported with the master's replication info). 0 double grants.
+/// 20 trials at default settings (`ReplicaAck::Auto`: one replica within 1 s, since the
+/// shard has one), the master killed right after the acquisition: half with the replica cut
+/// off first (A is refused with `NotReplicated`), half with it healthy (the lock survives on
+/// the promoted replica and B finds it busy; a refusal there is reported with the master's
+/// replication info). 0 double grants.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn master_killed_with_an_unreplicated_lock_under_min_replicas() {
+async fn master_killed_with_an_unreplicated_lock_at_default_settings() {
     let (acked, took) = kill_trials(true).await;
     let count = |k: Kill| acked.iter().filter(|&o| *o == k).count();
     println!(
-        "faults::cluster: master killed, min_replicas(1) ({took:?} for {TRIALS} trials): double \
+        "faults::cluster: master killed, default settings ({took:?} for {TRIALS} trials): double \
          grants {}/{TRIALS} (refused {}, kept {}, refused with the replica online {}, granted \
          after loss {})",
         count(Kill::DoubleGrant),
@@ -260,16 +270,17 @@ async fn master_killed_with_an_unreplicated_lock_under_min_replicas() {
     );
 }
 
-/// 20 trials without `min_replicas`, the replica cut off: A is granted a lock that only the
-/// dying master had, and B is granted it again on the promoted replica — every time. How
-/// often A had not yet noticed (a double grant) is counted and reported: this is the known
-/// limit of asynchronous replication that the Safety page documents.
+/// The control: 20 trials with `ReplicaAck::Off`, the replica cut off: A is granted a lock
+/// that only the dying master had, and B is granted it again on the promoted replica —
+/// every time. How often A had not yet noticed (a double grant) is counted and reported:
+/// the known limit of asynchronous replication that the Safety page documents, which the
+/// default closes in the test above.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn master_killed_with_an_unreplicated_lock_without_min_replicas() {
+async fn master_killed_with_an_unreplicated_lock_with_replica_ack_off() {
     let (unacked, took) = kill_trials(false).await;
     let count = |k: Kill| unacked.iter().filter(|&o| *o == k).count();
     println!(
-        "faults::cluster: master killed, no min_replicas ({took:?} for {TRIALS} trials): double \
+        "faults::cluster: master killed, ReplicaAck::Off ({took:?} for {TRIALS} trials): double \
          grants {}/{TRIALS} (granted after loss {}, kept {})",
         count(Kill::DoubleGrant),
         count(Kill::GrantedAfterLoss),
@@ -281,14 +292,14 @@ async fn master_killed_with_an_unreplicated_lock_without_min_replicas() {
     // lock when B got it (19–20 of 20 in every recorded run).
     assert!(
         count(Kill::DoubleGrant) > 0,
-        "no double grant without min_replicas: {unacked:?}"
+        "no double grant with ReplicaAck::Off: {unacked:?}"
     );
 }
 
-/// [`TRIALS`] kill trials on a cluster of their own (with `min_replicas(1)`: every other
-/// one with the replica healthy; without: the replica always cut off), and how long they
-/// took. The two sets run as two tests, side by side under nextest.
-async fn kill_trials(min_replicas: bool) -> (Vec<Kill>, Duration) {
+/// [`TRIALS`] kill trials on a cluster of their own (A at default settings, `acked`: every
+/// other one with the replica healthy; with `ReplicaAck::Off`: the replica always cut off),
+/// and how long they took. The two sets run as two tests, side by side under nextest.
+async fn kill_trials(acked: bool) -> (Vec<Kill>, Duration) {
     let _one = ONE_CLUSTER.lock().await;
     let mut cluster = RedisCluster::start(3, 1);
     for node in cluster.nodes() {
@@ -297,8 +308,8 @@ async fn kill_trials(min_replicas: bool) -> (Vec<Kill>, Duration) {
     let started = Instant::now();
     let mut outcomes = Vec::with_capacity(TRIALS);
     for i in 0..TRIALS {
-        let stall = !min_replicas || i % 2 == 0;
-        outcomes.push(kill_trial(&mut cluster, i, min_replicas, stall).await);
+        let stall = !acked || i % 2 == 0;
+        outcomes.push(kill_trial(&mut cluster, i, acked, stall).await);
     }
     (outcomes, started.elapsed())
 }

@@ -116,7 +116,7 @@ impl Cell {
             Opt::TryAcquire => self.try_acquire().await,
             Opt::Lease => self.lease().await,
             Opt::Watchdog => self.watchdog().await,
-            Opt::MinReplicas => self.min_replicas().await,
+            Opt::RequireReplicas => self.require_replicas().await,
             Opt::RequestId => self.request_id().await,
             Opt::OnLost => self.on_lost().await,
             Opt::Run => self.run_under().await,
@@ -212,7 +212,7 @@ impl Cell {
     }
 
     /// A client waiting for a replica's acknowledgement acquires every kind.
-    async fn min_replicas(&self) -> Result<(), Refusal> {
+    async fn require_replicas(&self) -> Result<(), Refusal> {
         let client = (self.clients.replicated)()?;
         let mut hold = self.kind.request(&client, &self.name).acquire().await?;
         assert!(hold.is_held() && self.held_in_redis().await?);

@@ -4,7 +4,7 @@
 //! assertion, or answers a typed error the docs list for that combination
 //! ([`refusal::documented`]: [`LockError::InvalidRequest`] for a shared kind or an election
 //! under Redlock, and for a guarded write under a read hold or under Redlock, [`IdempotencyError::Redlock`](lock_core::idempotency::IdempotencyError::Redlock) for an
-//! idempotency key there, [`LockError::InvalidConfig`] for `min_replicas` with Redlock, and
+//! idempotency key there, [`LockError::InvalidConfig`] for required replica acknowledgements with Redlock, and
 //! the layer's `500` for what the topology refuses) — never a Redis error such as WRONGTYPE.
 //!
 //! A cell that does not apply is an entry of [`NOT_APPLICABLE`], with why; none is skipped
@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use distlock_tests::locks::builder;
 use distlock_tests::sentinel::{RedisSentinels, SERVICE};
 use distlock_tests::{RedisCluster, RedisServer};
-use lock_core::{LockClient, LockClientBuilder, LockError};
+use lock_core::{LockClient, LockClientBuilder, LockError, ReplicaAck};
 
 use cells::Cell;
 use kind::Kind;
@@ -53,7 +53,7 @@ const OPTIONS: [Opt; 16] = [
     Opt::TryAcquire,
     Opt::Lease,
     Opt::Watchdog,
-    Opt::MinReplicas,
+    Opt::RequireReplicas,
     Opt::RequestId,
     Opt::OnLost,
     Opt::Run,
@@ -157,7 +157,10 @@ pub(crate) enum Opt {
     TryAcquire,
     Lease,
     Watchdog,
-    MinReplicas,
+    /// A client that requires a replica's acknowledgement (`ReplicaAck::Require`); the
+    /// plain clients run the default (`ReplicaAck::Auto`), which waits for one on every
+    /// topology here but Redlock: each has a replica.
+    RequireReplicas,
     RequestId,
     OnLost,
     Run,
@@ -200,13 +203,14 @@ const WATCHDOG_EVERY: Duration = Duration::from_millis(250);
 /// loaded 2-core machine answers Redlock's 50 ms node timeouts.
 const AT_ONCE: usize = 8;
 
-/// The clients of one topology: the plain one, and one built with `min_replicas` (the
+/// The clients of one topology: the plain one (default settings: on every topology but
+/// Redlock, each acquisition waits for a replica), and one that requires a replica (the
 /// build's answer: Redlock refuses it).
 pub(crate) struct Clients {
     pub(crate) topology: &'static str,
     pub(crate) leases: Leases,
     pub(crate) plain: LockClient,
-    /// Builds a client with `min_replicas`.
+    /// Builds a client with `ReplicaAck::Require`.
     pub(crate) replicated: Box<dyn Fn() -> Result<LockClient, LockError> + Send + Sync>,
 }
 
@@ -224,7 +228,10 @@ impl Clients {
         let plain = configured().build().expect("valid client");
         let replicated = Box::new(move || {
             configured()
-                .min_replicas(1, Duration::from_secs(10))
+                .replica_ack(ReplicaAck::Require {
+                    replicas: 1,
+                    timeout: Duration::from_secs(10),
+                })
                 .build()
         });
         Self {

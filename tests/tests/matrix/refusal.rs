@@ -62,14 +62,14 @@ impl Refusal {
 /// `InvalidRequest`; `Election`'s docs: `InvalidRequest`; `Idempotency::begin`:
 /// `IdempotencyError::Redlock`), a lock or semaphore layer for such a kind is not built
 /// (`BuildError::Unsupported`), the idempotency layer answers that refusal `500` (its
-/// table in lock-tower's docs), `min_replicas` does not apply to Redlock
+/// table in lock-tower's docs), required replica acknowledgements do not apply to Redlock
 /// (`InvalidConfig`), and a guarded write is refused under a read hold and under Redlock
 /// (`LockGuard::write`'s docs: `InvalidRequest`).
 pub(crate) fn documented(topology: &str, kind: Kind, opt: Opt, refusal: &Refusal) -> bool {
     let refused = topology == "redlock" && kind.needs_one_redis();
     match refusal {
         Refusal::Lock(LockError::InvalidConfig { .. }) => {
-            topology == "redlock" && opt == Opt::MinReplicas
+            topology == "redlock" && opt == Opt::RequireReplicas
         }
         Refusal::Lock(LockError::InvalidRequest { .. }) => {
             let unwritable = topology == "redlock" || kind == Kind::Read;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use distlock_tests::locks::{builder, wait_until, OverlapDetector, GENEROUS};
 use distlock_tests::{RedisCluster, RedisServer};
-use lock_core::{LockClient, LockError};
+use lock_core::{LockClient, LockError, ReplicaAck};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
@@ -223,7 +223,10 @@ async fn watchdog_renews_across_slots() {
 async fn min_replicas_are_awaited() {
     let cluster = RedisCluster::start(3, 1);
     let locks = LockClient::cluster(cluster.seed_urls())
-        .min_replicas(1, Duration::from_secs(5))
+        .replica_ack(ReplicaAck::Require {
+            replicas: 1,
+            timeout: Duration::from_secs(5),
+        })
         .build()
         .unwrap();
     locks
@@ -236,7 +239,10 @@ async fn min_replicas_are_awaited() {
 
     let lone = RedisServer::start();
     let locks = builder(&lone.url())
-        .min_replicas(1, Duration::from_millis(200))
+        .replica_ack(ReplicaAck::Require {
+            replicas: 1,
+            timeout: Duration::from_millis(200),
+        })
         .build()
         .unwrap();
     let err = locks.lock("unreplicated").await.unwrap_err();
@@ -271,7 +277,10 @@ async fn planned_failover_keeps_the_lock() {
     // up, and on a busy machine a renewal may wait for that and for the slot map's refresh.
     let locks = LockClient::cluster(cluster.seed_urls())
         .lease(Duration::from_secs(4))
-        .min_replicas(1, Duration::from_secs(5))
+        .replica_ack(ReplicaAck::Require {
+            replicas: 1,
+            timeout: Duration::from_secs(5),
+        })
         .command_timeout(Duration::from_secs(5))
         .build()
         .unwrap();

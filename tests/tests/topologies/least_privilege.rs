@@ -10,7 +10,9 @@ use distlock_tests::RedisCluster;
 use lock_core::{LockClient, LockError};
 
 /// Before the operator's load the application's first call is told to run it; after it,
-/// every path runs as the application's user, each acquisition awaiting a replica (`WAIT`).
+/// every path runs as the application's user, each acquisition awaiting a replica by
+/// default: the client reads the shards' replicas (`CLUSTER SLOTS`) and waits (`WAIT`) with
+/// the rule's commands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_user_without_eval_runs_every_path_on_a_cluster() {
     let cluster = RedisCluster::start(3, 1);
@@ -20,8 +22,7 @@ async fn an_application_user_without_eval_runs_every_path_on_a_cluster() {
         set_app_user(&mut node.conn().await, &rule).await;
     }
     let app = LockClient::cluster(cluster.seed_urls().iter().map(|url| app_url(url)))
-        .command_timeout(Duration::from_secs(5))
-        .min_replicas(1, GENEROUS);
+        .command_timeout(Duration::from_secs(5));
     let first = app.clone().build().unwrap();
     let error = first.lock("unloaded").wait(GENEROUS).await.unwrap_err();
     assert!(

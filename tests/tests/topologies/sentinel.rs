@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use distlock_tests::locks::{exists, lock_key, pttl, wait_until, GENEROUS};
 use distlock_tests::sentinel::{RedisSentinels, SERVICE};
-use lock_core::LockClient;
+use lock_core::{LockClient, ReplicaAck};
 use tokio::time::Instant;
 
 /// A lease that outlasts the seconds a Sentinel failover takes (the old master keeps
@@ -24,7 +24,10 @@ const FAILOVER_SETTLES: Duration = Duration::from_secs(40);
 async fn follows_the_new_master_after_failover() {
     let set = RedisSentinels::start();
     let locks = client(&set)
-        .min_replicas(1, Duration::from_secs(5))
+        .replica_ack(ReplicaAck::Require {
+            replicas: 1,
+            timeout: Duration::from_secs(5),
+        })
         .build()
         .unwrap();
     let guard = locks.lock("order_1").await.expect("acquire via sentinel");

@@ -1,5 +1,6 @@
 //! A multi-lock's uncontended path: every name free and nobody queued, all taken in one
-//! function call (one server, or names of one Cluster slot; not Redlock).
+//! function call (one server, or names of one Cluster slot; not Redlock), and, when replicas
+//! are waited for, acknowledged by one `WAIT`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use crate::lock::held::Acquired;
 use crate::lock::hold_registry::HoldRegistry;
 use crate::lock::identity::{owner_id, HoldIdentity};
 use crate::lock::pending::Pending;
+use crate::lock::replicas::replicated_all;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::metrics::{self, MetricsLabel};
 use crate::protocol::kind::mode::LockMode;
@@ -58,6 +60,8 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
     let Some(r) = request else {
         return Ok(None);
     };
+    // One slot, so one master: its replicas, as every name's own acquisition would wait.
+    let replica_ack = r.engine.replica_ack(&r.names[0], r.keys[0].lock()).await?;
     let owner = owner_id(&r.engine.id, next_owner_number(), LockMode::Exclusive);
     let started = Instant::now();
     let call = lock_calls::multi_acquire(&r.keys, &owner, r.lease, &r.meta);
@@ -99,8 +103,17 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
             trace_parent: tracing::Span::current(),
             ended: CancellationToken::new(),
         };
-        metrics::acquisition(&r.label, Ok(()), started.elapsed(), false);
         LockGuard::granted(&r.engine, &r.holds, acquired, r.scope.clone())
     });
-    Ok(Some(guards.collect()))
+    let guards: Vec<LockGuard> = guards.collect();
+    let names = guards.len();
+    let guards = match replica_ack {
+        Some((replicas, timeout)) => replicated_all(guards, replicas, timeout).await,
+        None => Ok(guards),
+    };
+    for _ in 0..names {
+        let outcome = guards.as_ref().map(|_| ());
+        metrics::acquisition(&r.label, outcome, started.elapsed(), false);
+    }
+    guards.map(Some)
 }

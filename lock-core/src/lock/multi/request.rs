@@ -153,15 +153,16 @@ impl MultiLockRequest {
     }
 
     /// What the uncontended path needs, when it applies: one server or one slot of a
-    /// Cluster, not Redlock (names need a majority each), no replica acknowledgement, and
-    /// no name already held by the caller's scope (re-entry is the one-by-one path's).
+    /// Cluster, not Redlock (names need a majority each), and no name already held by the
+    /// caller's scope (re-entry is the one-by-one path's). Replica acknowledgements apply:
+    /// one `WAIT` for every name.
     fn at_once_request(
         &self,
         order: &[LockName],
         keys: Vec<LockKeys>,
     ) -> Result<Option<AtOnce>, LockError> {
         let engine = &self.engine;
-        if order.len() < 2 || engine.nodes.len() > 1 || engine.config.min_replicas.is_some() {
+        if order.len() < 2 || engine.nodes.len() > 1 {
             return Ok(None);
         }
         let lease = self.options.lease_on(engine);
