@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use lock_core::{LockClient, LockError, LockGuard, LockRequest};
+use lock_core::{LockClient, LockError, LockGuard, LockRequest, ReplicaAck};
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
@@ -83,6 +83,17 @@ pub(crate) struct Exec {
     /// name stays taken after distlock exec dies without releasing it [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub(crate) lease: Option<Duration>,
+    /// Replicas that must have the lock before COMMAND starts: `auto` waits for one where
+    /// the master serving the lock has a replica online (none where it has none), `off`
+    /// never waits, N waits for N replicas whatever the master reports. When fewer
+    /// acknowledge within --replica-timeout, the lock is released and distlock exec fails
+    /// (125) without running COMMAND: a failover right after the acquisition could have
+    /// handed the lock to a second process.
+    #[arg(long, value_name = "auto|off|N", default_value = "auto", value_parser = replicas)]
+    replicas: Replicas,
+    /// How long to wait for the replicas of --replicas.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
+    replica_timeout: Duration,
     /// On a loss, the time between SIGTERM and SIGKILL to COMMAND's process group.
     #[arg(
         long,
@@ -114,6 +125,27 @@ fn duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
+/// `--replicas`: what the acquisition waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Replicas {
+    Auto,
+    Off,
+    Count(usize),
+}
+
+/// `--replicas`: `auto`, `off` or a number of replicas (at least 1).
+fn replicas(text: &str) -> Result<Replicas, String> {
+    match text {
+        "auto" => Ok(Replicas::Auto),
+        "off" => Ok(Replicas::Off),
+        _ => match text.parse::<usize>() {
+            Ok(0) => Err("0 replicas: use `off`".to_owned()),
+            Ok(n) => Ok(Replicas::Count(n)),
+            Err(_) => Err("expected `auto`, `off` or a number of replicas".to_owned()),
+        },
+    }
+}
+
 /// Which hold to take: the exclusive lock unless one of these says otherwise.
 #[derive(Debug, Args)]
 #[group(multiple = false)]
@@ -130,6 +162,16 @@ struct Kind {
 }
 
 impl Exec {
+    /// The client's replica acknowledgement, from --replicas and --replica-timeout.
+    pub(crate) fn replica_ack(&self) -> ReplicaAck {
+        let timeout = self.replica_timeout;
+        match self.replicas {
+            Replicas::Auto => ReplicaAck::Auto { timeout },
+            Replicas::Off => ReplicaAck::Off,
+            Replicas::Count(replicas) => ReplicaAck::Require { replicas, timeout },
+        }
+    }
+
     /// The request for the hold these options describe.
     fn request(&self, client: &LockClient) -> LockRequest {
         let name = self.name.as_str();
@@ -286,6 +328,17 @@ async fn release(guard: LockGuard) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replicas_are_auto_off_or_a_count() {
+        assert_eq!(replicas("auto"), Ok(Replicas::Auto));
+        assert_eq!(replicas("off"), Ok(Replicas::Off));
+        assert_eq!(replicas("2"), Ok(Replicas::Count(2)));
+        assert!(replicas("0").unwrap_err().contains("off"));
+        assert!(replicas("some").is_err());
+        // `--replica-timeout`'s default is lock-core's.
+        assert_eq!(duration("1s"), Ok(ReplicaAck::DEFAULT_TIMEOUT));
+    }
 
     #[test]
     fn durations_are_humantimes_up_to_a_year() {

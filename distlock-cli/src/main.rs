@@ -14,6 +14,7 @@
 //! distlock --url redis://admin@10.0.0.5:6379 functions list
 //! distlock --url redis://admin@10.0.0.5:6379 functions remove --older
 //! distlock exec --skip-if-busy --hold-at-least 60s nightly-report -- /usr/local/bin/report
+//! distlock exec --replicas 2 --replica-timeout 3s nightly-report -- /usr/local/bin/report
 //! ```
 
 #[cfg(unix)]
@@ -161,10 +162,11 @@ type Error = Box<dyn std::error::Error>;
 
 /// A client for the topology the flags name.
 fn client(cli: &Cli) -> Result<LockClient, Error> {
-    let lease = match &cli.command {
+    // Only `exec` acquires: its lease and replica acknowledgement.
+    let (lease, replica_ack) = match &cli.command {
         #[cfg(unix)]
-        Command::Exec(exec) => exec.lease,
-        _ => None,
+        Command::Exec(exec) => (exec.lease, Some(exec.replica_ack())),
+        _ => (None, None),
     };
     let urls = cli.url.clone();
     let builder = if cli.cluster {
@@ -188,6 +190,10 @@ fn client(cli: &Cli) -> Result<LockClient, Error> {
     };
     let builder = match lease {
         Some(lease) => builder.lease(lease),
+        None => builder,
+    };
+    let builder = match replica_ack {
+        Some(ack) => builder.replica_ack(ack),
         None => builder,
     };
     Ok(builder

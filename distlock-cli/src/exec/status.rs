@@ -27,7 +27,8 @@ Exit status:
   75      the lock stayed busy (--skip-if-busy, or --wait ran out): COMMAND did not run;
           --busy-exit-code changes it (to tell a skip from COMMAND's own 75)
   124     the lock was lost while COMMAND ran: COMMAND was stopped (SIGTERM, SIGKILL)
-  125     distlock exec failed (Redis unreachable, invalid name): COMMAND did not run
+  125     distlock exec failed (Redis unreachable, invalid name, too few replicas
+          acknowledged the lock within --replica-timeout): COMMAND did not run
   126     COMMAND was found but could not be run
   127     COMMAND was not found
   2       invalid options (usage error): COMMAND did not run
