@@ -94,13 +94,20 @@ pub(crate) async fn acquire(
     {
         return reentered(held, scope, kind);
     }
+    let label = options.label;
+    let started = Instant::now();
     // Known without a round trip but when the client has yet to learn its masters' replicas
     // (at connect time, after a topology change): boxed, a rare path.
     let replica_ack = match engine.replica_ack_known(keys.lock()) {
         Some(ack) => ack,
-        None => Box::pin(engine.replica_ack(&name, keys.lock())).await?,
+        None => match Box::pin(engine.replica_ack(&name, keys.lock())).await {
+            Ok(ack) => ack,
+            Err(error) => {
+                metrics::acquisition(&label, Err(&error), started.elapsed(), false);
+                return Err(error);
+            }
+        },
     };
-    let label = options.label;
     let identity = HoldIdentity {
         owner: owner_id(&engine.id, next_owner_number(), kind),
         keys,
@@ -117,7 +124,6 @@ pub(crate) async fn acquire(
         contended: AtomicBool::new(false),
         ended: CancellationToken::new(),
     };
-    let started = Instant::now();
     let taken = attempter.wait_for_lock(options.wait).await;
     let contended = attempter.contended.load(Ordering::Relaxed);
     let result = match taken {

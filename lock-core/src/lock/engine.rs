@@ -51,7 +51,7 @@ pub(crate) struct Engine {
     /// The connection for replica acknowledgements (`WAIT`), unless they are off.
     pub(crate) replication: Option<Conn>,
     /// What the client knows of its masters' replicas, under [`ReplicaAck::Auto`].
-    replicas: Option<ReplicaView>,
+    replicas: Option<Arc<ReplicaView>>,
     pub(crate) waiters: Waiters,
     /// Whether Redis answered lately (logged once per outage).
     pub(crate) health: Health,
@@ -101,7 +101,10 @@ impl Engine {
             probe,
         } = connect(topology, tls, &options)?;
         let replicas = match config.replica_ack {
-            ReplicaAck::Auto { .. } => probe.map(|probe| ReplicaView::new(probe, nodes[0].clone())),
+            ReplicaAck::Auto { .. } => {
+                let conn = nodes[0].clone();
+                probe.map(|probe| Arc::new(ReplicaView::new(probe, conn, config.command_timeout)))
+            }
             _ => None,
         };
         crate::metrics::describe();
@@ -170,9 +173,10 @@ impl Engine {
             unreachable!("only an unlearned Auto is unknown");
         };
         self.refuse_if_down(name)?;
-        let replicas = view.learn(name, key, self.config.command_timeout).await;
-        self.observe_one(&replicas);
-        Ok((replicas? > 0).then_some((1, timeout)))
+        // Not taken into the health: the question goes through a connection of its own
+        // (one server, Sentinel), which may answer while the command connection does not.
+        let replicas = view.learn(name, key).await?;
+        Ok((replicas > 0).then_some((1, timeout)))
     }
 
     /// After an acquisition that fewer replicas acknowledged than it waited for: under

@@ -14,11 +14,17 @@
 //!
 //! What is learned is forgotten when the command connection is lost (it reconnects, maybe
 //! elsewhere), when the Sentinels' master changes, and when an acquisition was refused for
-//! want of an acknowledgement (the master may have lost its replicas for good, or a Cluster
-//! failed over without the client seeing an error): the next acquisition asks again.
+//! want of an acknowledgement (the master may have lost its replicas for good): the next
+//! acquisition asks again. A Cluster's shards are also read again in the background every
+//! [`CLUSTER_REFRESH`] while acquisitions use them, as Redisson scans a Cluster's topology:
+//! the cluster client follows failovers and resharding without the client seeing them, and a
+//! replica that joins (a failed master back as a replica, say) is listed only once it synced.
 
+use std::sync::atomic::AtomicBool;
+#[cfg(feature = "cluster")]
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::RedisResult;
 #[cfg(feature = "cluster")]
@@ -27,6 +33,11 @@ use redis::Value;
 use crate::error::{bounded, LockError};
 use crate::protocol::name::LockName;
 use crate::transport::backend::Conn;
+
+/// How long a Cluster's shards, as read, serve acquisitions before they are read again (in
+/// the background: the acquisition that finds them this old does not wait for it).
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) const CLUSTER_REFRESH: Duration = Duration::from_secs(5);
 
 /// How a client asks about replicas, per topology (Redlock: not at all).
 pub(crate) enum Probe {
@@ -89,21 +100,31 @@ pub(crate) struct ReplicaView {
     learned: Mutex<Option<Learned>>,
     /// Held while asking: acquisitions that find nothing learned share one question.
     asking: tokio::sync::Mutex<()>,
+    /// Set while a Cluster's shards are read again in the background.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    refreshing: AtomicBool,
+    /// Bound on each question (the command timeout).
+    timeout: Duration,
 }
 
 struct Learned {
     /// The command connection's [`Conn::epoch`] when this was learned.
     epoch: u64,
-    replicas: Arc<Replicas>,
+    replicas: Replicas,
+    /// When it was learned (a Cluster's shards are read again after a while).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    at: Instant,
 }
 
 impl ReplicaView {
-    pub(crate) fn new(probe: Probe, conn: Conn) -> Self {
+    pub(crate) fn new(probe: Probe, conn: Conn, timeout: Duration) -> Self {
         Self {
             probe,
             conn,
             learned: Mutex::default(),
             asking: tokio::sync::Mutex::const_new(()),
+            refreshing: AtomicBool::new(false),
+            timeout,
         }
     }
 
@@ -112,36 +133,78 @@ impl ReplicaView {
     }
 
     /// The replicas of the master serving `key`, if known for the current topology:
-    /// without a round trip.
-    pub(crate) fn known(&self, key: &[u8]) -> Option<usize> {
+    /// without a round trip. A Cluster's shards read [`CLUSTER_REFRESH`] ago or more are
+    /// read again in the background meanwhile.
+    pub(crate) fn known(self: &Arc<Self>, key: &[u8]) -> Option<usize> {
         let epoch = self.conn.epoch();
         let learned = self.learned();
         let learned = learned.as_ref().filter(|l| l.epoch == epoch)?;
+        #[cfg(feature = "cluster")]
+        if matches!(learned.replicas, Replicas::Shards(_))
+            && learned.at.elapsed() >= CLUSTER_REFRESH
+            && !self.refreshing.swap(true, Ordering::AcqRel)
+        {
+            self.refresh_in_background();
+        }
         Some(learned.replicas.serving(key))
     }
 
     /// The replicas of the master serving `key`: known, or asked now (one question for
-    /// every caller that finds it unknown at once), each call within `timeout`.
+    /// every caller that finds it unknown at once).
     ///
     /// # Errors
     /// The question's errors, about `name` ([`LockError::Unavailable`], a refusal of
     /// `WAIT` or `CLUSTER SLOTS` by an ACL): the acquisition cannot know what to wait for.
     pub(crate) async fn learn(
-        &self,
+        self: &Arc<Self>,
         name: &LockName,
         key: &[u8],
-        timeout: Duration,
     ) -> Result<usize, LockError> {
         let _asking = self.asking.lock().await;
         if let Some(replicas) = self.known(key) {
             return Ok(replicas);
         }
         let epoch = self.conn.epoch();
-        let replicas = Arc::new(self.ask(name, timeout).await?);
+        let replicas = self.ask(name).await?;
         tracing::debug!(lock = %name, ?replicas, "learned the masters' replicas");
         let serving = replicas.serving(key);
-        *self.learned() = Some(Learned { epoch, replicas });
+        self.store(epoch, replicas);
         Ok(serving)
+    }
+
+    fn store(&self, epoch: u64, replicas: Replicas) {
+        let at = Instant::now();
+        *self.learned() = Some(Learned {
+            epoch,
+            replicas,
+            at,
+        });
+    }
+
+    /// Reads a Cluster's shards again, in a task of its own; what was known serves until
+    /// then (and after a failure, for another [`CLUSTER_REFRESH`]).
+    #[cfg(feature = "cluster")]
+    fn refresh_in_background(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.refreshing.store(false, Ordering::Release);
+            return;
+        };
+        let view = Arc::clone(self);
+        runtime.spawn(async move {
+            let name = LockName::from("(cluster replicas)");
+            let _asking = view.asking.lock().await;
+            let epoch = view.conn.epoch();
+            match view.ask(&name).await {
+                Ok(replicas) => view.store(epoch, replicas),
+                Err(error) => {
+                    tracing::debug!(%error, "reading the Cluster's replicas again failed");
+                    if let Some(learned) = view.learned().as_mut() {
+                        learned.at = Instant::now();
+                    }
+                }
+            }
+            view.refreshing.store(false, Ordering::Release);
+        });
     }
 
     /// Forgets what was learned: the next acquisition asks again.
@@ -149,7 +212,8 @@ impl ReplicaView {
         self.learned().take();
     }
 
-    async fn ask(&self, name: &LockName, timeout: Duration) -> Result<Replicas, LockError> {
+    async fn ask(&self, name: &LockName) -> Result<Replicas, LockError> {
+        let timeout = self.timeout;
         match &self.probe {
             Probe::Single(single) => {
                 let (client, config) = &**single;

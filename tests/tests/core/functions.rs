@@ -188,7 +188,8 @@ async fn two_versions_of_the_library_run_side_by_side() {
 }
 
 /// A stand-in for a server before Redis 7.0: it knows no `FCALL` and says it is 6.2.14.
-/// Answers `PING`, `INFO` and, with an error, everything else.
+/// Answers `PING`, `INFO`, `WAIT` (no replica: what a client at default settings asks
+/// first) and, with an error, everything else.
 async fn redis_6_2() -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -200,6 +201,7 @@ async fn redis_6_2() -> std::net::SocketAddr {
                 while let Some(command) = read_command(&mut read).await {
                     let reply = match command.first().map(|c| c.to_ascii_uppercase()).as_deref() {
                         Some("PING") => "+PONG\r\n".to_owned(),
+                        Some("WAIT") => ":0\r\n".to_owned(),
                         Some("INFO") => {
                             let info = "# Server\r\nredis_version:6.2.14\r\n";
                             format!("${}\r\n{info}\r\n", info.len())

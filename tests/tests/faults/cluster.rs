@@ -169,6 +169,34 @@ async fn connected_replicas(conn: &mut MultiplexedConnection) -> u64 {
         .expect("INFO replication lists connected_slaves")
 }
 
+/// Waits until every running node's `CLUSTER SLOTS` lists a replica for every slot range:
+/// what a client at default settings reads to learn which shards have replicas, from any
+/// node. (The Cluster lists a replica once it knows that the replica synced: a restarted
+/// master that rejoined as a replica, or a new cluster's replica, not at once.)
+async fn replicas_listed_everywhere(cluster: &RedisCluster) {
+    let deadline = Instant::now() + SETTLE;
+    for node in cluster.nodes().iter().filter(|node| node.is_running()) {
+        let mut conn = node.conn().await;
+        loop {
+            let slots: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            // Each entry: first and last slot, the master, then its replicas.
+            if !slots.is_empty() && slots.iter().all(|entry| entry.len() > 3) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {} lists no replica for some slots after {SETTLE:?}: {slots:?}",
+                node.port()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 /// One trial: the lock's master is SIGKILLed right after A's acquisition and its replica
 /// takes over (`CLUSTER FAILOVER TAKEOVER`, which skips the 2 s failure detection; the
 /// automatic failover would promote the same replica with the same data); then B asks.
@@ -180,6 +208,7 @@ async fn kill_trial(cluster: &mut RedisCluster, i: usize, acked: bool, stall: bo
     let name = format!("killed_{}_{i}", if acked { "default" } else { "off" });
     let shard = shard_of(cluster, &lock_key(&name), SETTLE).await;
     let replica = shard.replicas[0];
+    replicas_listed_everywhere(cluster).await;
     // Connected before any node freezes (a new cluster client connects to every node), and
     // A learned the shards' replicas then, at its first acquisition.
     let a_ack = (!acked).then_some(ReplicaAck::Off);
