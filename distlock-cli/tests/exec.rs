@@ -229,6 +229,67 @@ async fn skip_if_busy_exits_at_once_with_its_code() {
     assert!(ran.exists());
 }
 
+/// `--replicas`: a master whose replica is frozen (SIGSTOP, its link still up) still lists
+/// it, so `distlock exec` at its default (`auto`) waits `--replica-timeout` for it, gives
+/// the lock back and fails (125) without running the command — the repro, where a
+/// failover then granted the lock to a second process while the command ran. The control:
+/// `--replicas off` runs it. On a server without replicas the default runs the command at
+/// once, and `--replicas 1` is refused after its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_sets_what_exec_waits_for() {
+    let master = RedisServer::builder()
+        .args(["--repl-diskless-sync-delay", "0"])
+        .start();
+    let replica = RedisServer::builder()
+        .args(["--replicaof", "127.0.0.1", &master.port().to_string()])
+        .start();
+    let deadline = Instant::now() + GENEROUS;
+    // Online for the master: `WAIT 0 0` on a new connection, as distlock asks.
+    while redis::cmd("WAIT")
+        .arg(0)
+        .arg(0)
+        .query_async::<u64>(&mut master.conn().await)
+        .await
+        .unwrap()
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the replica never came online");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let dir = TempDir::new("distlock-exec").unwrap();
+    let ran = dir.path().join("ran");
+    let touch = ["touch", path_str(&ran)];
+    replica.pause();
+    let started = Instant::now();
+    let out = exec_to_end(&master, &["nightly"], &touch).await;
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("only 0 of 1 replicas"), "{stderr}");
+    assert!(took >= Duration::from_secs(1), "refused after {took:?}");
+    assert!(!ran.exists(), "ran without its replica's acknowledgement");
+    let state = client(&master).inspect("nightly").await.unwrap();
+    assert!(
+        !state.is_held(),
+        "the refused lock was left held: {state:?}"
+    );
+    let out = exec_to_end(&master, &["--replicas", "off", "nightly"], &touch).await;
+    assert!(out.status.success(), "{out:?}");
+    assert!(ran.exists());
+    replica.resume();
+
+    let lone = RedisServer::start();
+    std::fs::remove_file(&ran).unwrap();
+    let out = exec_to_end(&lone, &["nightly"], &touch).await;
+    assert!(out.status.success(), "{out:?}");
+    assert!(ran.exists());
+    std::fs::remove_file(&ran).unwrap();
+    let required = ["--replicas", "1", "--replica-timeout", "200ms", "nightly"];
+    let out = exec_to_end(&lone, &required, &touch).await;
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(!ran.exists());
+}
+
 /// The command's status is `distlock exec`'s: its exit code, 128 + the signal that killed
 /// it, 127 for a command not found, 126 for one that cannot run.
 #[tokio::test]
@@ -590,6 +651,9 @@ async fn usage_errors_and_failures_have_their_own_statuses() {
         &["--read", "--write", "name", "--", "true"],
         &["--permits", "0", "name", "--", "true"],
         &["--wait", "soon", "name", "--", "true"],
+        &["--replicas", "0", "name", "--", "true"],
+        &["--replicas", "all", "name", "--", "true"],
+        &["--replica-timeout", "soon", "name", "--", "true"],
     ] {
         let out = run(usage);
         assert_eq!(out.status.code(), Some(2), "{usage:?}: {out:?}");
