@@ -23,7 +23,7 @@ const APP_PASSWORD: &str = "pw";
 /// `{distlock:…}:…`), the channels (releases on Redisson's channels and distlock's own,
 /// grants, each client's revocations), the data commands the functions call
 /// (`+@read +@write`), `TIME`, pub/sub, the connection commands (`PING` for readiness,
-/// `WAIT` for `min_replicas`, `ASKING` on a Cluster), and `FCALL`/`FCALL_RO`. `-@scripting`
+/// `WAIT` for replica acknowledgements, `ASKING` on a Cluster), and `FCALL`/`FCALL_RO`. `-@scripting`
 /// comes after `+@write`, which grants `FUNCTION LOAD|FLUSH|DELETE|RESTORE` (write
 /// commands), and `-@dangerous` takes out `KEYS`, `FLUSHALL`, `CLIENT KILL` and the like.
 pub const APP_RULE: &[&str] = &[

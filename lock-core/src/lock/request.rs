@@ -78,8 +78,9 @@ impl LockRequest {
     /// # Errors
     /// [`LockError::WaitTimeout`] when it stayed busy; [`LockError::Unavailable`] or
     /// [`LockError::Timeout`] when Redis cannot be reached (within the wait plus the command
-    /// timeout); [`LockError::NotReplicated`] when the client requires replica
-    /// acknowledgements and too few came; [`LockError::Refused`] when Redis refuses the
+    /// timeout); [`LockError::NotReplicated`] when too few replicas acknowledged
+    /// the hold in time (by default, one is waited for where the master has one; see
+    /// [`replica_ack`](crate::LockClientBuilder::replica_ack)); [`LockError::Refused`] when Redis refuses the
     /// command (the name collides with a key that is not a lock, say);
     /// [`LockError::InvalidName`], [`LockError::InvalidRequest`] for bad input;
     /// [`LockError::Lost`] when re-entering a lock this scope has lost.

@@ -217,10 +217,10 @@ async fn watchdog_renews_across_slots() {
     }
 }
 
-/// `min_replicas`: met on a cluster with a replica per master; unmet on a lone server —
-/// then the acquisition fails and leaves no lock.
+/// `ReplicaAck::Require`: met on a cluster with a replica per master; unmet on a lone server
+/// — then the acquisition fails and leaves no lock.
 #[tokio::test]
-async fn min_replicas_are_awaited() {
+async fn required_replicas_are_awaited() {
     let cluster = RedisCluster::start(3, 1);
     let locks = LockClient::cluster(cluster.seed_urls())
         .replica_ack(ReplicaAck::Require {

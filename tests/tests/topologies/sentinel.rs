@@ -45,7 +45,8 @@ async fn follows_the_new_master_after_failover() {
     guard.release().await.expect("released on the new master");
 
     // The demoted master becomes the new master's replica only when the Sentinels next check
-    // it, so until then `min_replicas` would (rightly) refuse: go on without it.
+    // it, so until then a required replica would (rightly) refuse: go on at default settings,
+    // which wait for a replica only where the new master lists one.
     let locks = client(&set).build().unwrap();
 
     let other = locks
@@ -101,7 +102,9 @@ async fn reports_lost_when_the_key_did_not_survive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaves_an_old_master_that_still_accepts_writes() {
     let set = RedisSentinels::start_with_undemotable_master();
-    // No min_replicas: the new master will have no replica (the old one cannot follow it).
+    // Default settings: the client waits for the old master's replica; the new master will
+    // have none (the old one cannot follow it), which the client learns again when it moves
+    // there (or after a refusal on the old master, which its replica left).
     let locks = client(&set).build().unwrap();
     let held = locks
         .lock("split_held")
