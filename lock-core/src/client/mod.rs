@@ -1,5 +1,6 @@
 //! The client: the handle ([`handle`]), the lock family's requests ([`family`]), its builder
-//! with every setting ([`builder`], and the replica setting it takes, [`replica_ack`]) and the process-wide default client ([`default`]).
+//! with every setting ([`builder`], and the replica setting it takes, [`replica_ack`]) and
+//! the process-wide default client ([`default`]).
 //!
 //! Where `impl LockClient` lives: [`handle`] holds the block for making a client and taking
 //! the exclusive lock, [`family`] the block for read-write locks, semaphores and
