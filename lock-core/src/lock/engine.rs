@@ -95,7 +95,7 @@ impl Engine {
             pubsub,
             replication,
         } = connect(topology, tls, &options)?;
-        crate::metrics::describe();
+        crate::observe::describe();
         let stop = CancellationToken::new();
         let _guard = runtime.enter();
         let waiters = Waiters::start(pubsub, config.command_timeout, stop.child_token());

@@ -15,7 +15,7 @@ use crate::lock::hold_registry::HoldRegistry;
 use crate::lock::identity::{owner_id, HoldIdentity};
 use crate::lock::pending::Pending;
 use crate::lock::scope::{next_owner_number, Scope};
-use crate::metrics::{self, MetricsLabel};
+use crate::observe::{observe, Event, MetricsLabel, Subject};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::lock_calls;
 use crate::protocol::name::{LockKeys, LockName};
@@ -88,6 +88,13 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
     };
     pending.into_iter().for_each(Pending::disarm);
     let guards = r.names.into_iter().zip(identities).map(|(name, identity)| {
+        let ended = Event::AcquisitionEnded {
+            result: Ok(()),
+            waited: started.elapsed(),
+            contended: false,
+        };
+        let names = r.engine.config.trace_names;
+        observe(Subject::new(&r.label, &name, names, None), ended);
         let acquired = Acquired {
             name,
             identity,
@@ -99,7 +106,6 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
             trace_parent: tracing::Span::current(),
             ended: CancellationToken::new(),
         };
-        metrics::acquisition(&r.label, Ok(()), started.elapsed(), false);
         LockGuard::granted(&r.engine, &r.holds, acquired, r.scope.clone())
     });
     Ok(Some(guards.collect()))
