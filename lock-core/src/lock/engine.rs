@@ -115,7 +115,7 @@ impl Engine {
             nodes,
             replication,
             waiters,
-            health: Health::default(),
+            health: Health::new(config.trace_names),
             stop: stop.clone(),
             cleanups: TaskTracker::new(),
             _stop: stop.drop_guard(),

@@ -372,7 +372,7 @@ pub(crate) fn finish_in_background(
             cleanups.spawn_on(release, &runtime);
         }
         Err(_) => tracing::warn!(
-            lock = %name,
+            distlock.lock.name = observe::name(&name, engine.config.trace_names),
             "released outside a Tokio runtime: the lock expires after its lease"
         ),
     }

@@ -65,6 +65,11 @@ impl LockRequest {
         }
     }
 
+    /// True when the client opted in to lock names in its log events.
+    pub(crate) fn trace_names(&self) -> bool {
+        self.engine.config.trace_names
+    }
+
     pub(crate) fn permits(mut self, permits: u32) -> Self {
         self.permits = permits;
         self

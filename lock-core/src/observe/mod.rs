@@ -15,6 +15,7 @@ mod spans;
 
 use std::time::Duration;
 
+use tracing::field::DisplayValue;
 use tracing::Span;
 
 use crate::error::LockError;
@@ -124,6 +125,20 @@ pub(crate) enum Event<'a> {
 pub(crate) fn observe(about: Subject<'_>, event: Event<'_>) {
     metrics::observe(about.label, &event);
     spans::observe(&about, &event);
+}
+
+/// A lock's name as a field of a log event: present only when the client opted in to lock
+/// names (`names`). For events outside a lock's lifecycle (an outage, an operator's force
+/// release, a job, an election…): those of the lifecycle go through [`observe`].
+pub(crate) fn name(name: &LockName, names: bool) -> Option<DisplayValue<&LockName>> {
+    names.then(|| tracing::field::display(name))
+}
+
+/// A lock error's text as a field of a log event: it begins with the lock's name, so it is
+/// present only when the client opted in to lock names (`names`). Log
+/// [`LockError::class`] beside it: that is always there.
+pub(crate) fn error(error: &LockError, names: bool) -> Option<DisplayValue<&LockError>> {
+    names.then(|| tracing::field::display(error))
 }
 
 /// Describes every series to the installed recorder (Prometheus' `# HELP` lines).
