@@ -166,6 +166,30 @@ impl LockError {
         }
     }
 
+    /// The error's class: its variant as a stable `snake_case` word (`wait_timeout`,
+    /// `unavailable`, `timeout`, `lost`, …). Unlike the error's text, it never names the
+    /// lock: what the library's own log events carry unless the client opted in to lock
+    /// names ([`LockClientBuilder::trace_lock_names`](crate::LockClientBuilder::trace_lock_names)),
+    /// and a low-cardinality value for a user's logs and metrics.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Self::WaitTimeout { .. } => "wait_timeout",
+            Self::Unavailable { .. } => "unavailable",
+            Self::Refused { .. } => "refused",
+            Self::Timeout { .. } => "timeout",
+            Self::NotReplicated { .. } => "not_replicated",
+            Self::Lost { .. } => "lost",
+            Self::NotHeld { .. } => "not_held",
+            Self::InvalidName { .. } => "invalid_name",
+            Self::InvalidRequest { .. } => "invalid_request",
+            Self::InvalidConfig { .. } => "invalid_config",
+            Self::ShutDown { .. } => "shut_down",
+            Self::ServerTooOld { .. } => "server_too_old",
+            Self::LibraryNotLoaded { .. } => "library_not_loaded",
+            Self::NoDefaultClient => "no_default_client",
+        }
+    }
+
     /// True when the lock was busy for the whole wait.
     pub fn is_wait_timeout(&self) -> bool {
         matches!(self, Self::WaitTimeout { .. })
@@ -369,6 +393,17 @@ mod tests {
             assert!(is_refusal(&error(text)), "{text}");
         }
         assert!(!is_refusal(&error("ERR Function not found")));
+    }
+
+    #[test]
+    fn the_class_never_names_the_lock() {
+        let err = LockError::Lost {
+            name: LockName::from("item_7"),
+            reason: "its lease ran out",
+        };
+        assert_eq!(err.class(), "lost");
+        // The control: the text does name it.
+        assert!(err.to_string().contains("item_7") && !err.class().contains("item_7"));
     }
 
     #[test]

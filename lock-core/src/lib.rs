@@ -171,10 +171,9 @@ pub mod guide;
 pub mod idempotency;
 pub mod job;
 mod lock;
-mod metrics;
+mod observe;
 pub mod ops;
 mod protocol;
-mod trace;
 mod transport;
 
 pub use answer::Answer;

@@ -15,13 +15,17 @@ use crate::LockError;
 impl axum_core::response::IntoResponse for LockError {
     /// `409` when busy, `503` when Redis is unavailable or the lock was lost, `400` for an
     /// invalid name, else `500` ([`Answer`](crate::Answer)): plain text that never names the holder, with
-    /// [`LockError::retry_after`] as `Retry-After`. The error itself is logged at `debug` (a
-    /// busy lock names its holder there).
+    /// [`LockError::retry_after`] as `Retry-After`. Its [class](LockError::class) is logged at
+    /// `debug` (not its text, which names the lock and a busy lock's holder: the error is
+    /// the caller's to log).
     fn into_response(self) -> axum_core::response::Response {
         use http::header::{HeaderValue, RETRY_AFTER};
         use http::StatusCode;
         let answer = self.answer();
-        tracing::debug!(error = %self, "lock error answered over HTTP");
+        tracing::debug!(
+            distlock.error.class = self.class(),
+            "lock error answered over HTTP"
+        );
         let status =
             StatusCode::from_u16(answer.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = (status, answer.message()).into_response();

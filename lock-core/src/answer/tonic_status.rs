@@ -14,10 +14,14 @@ use crate::LockError;
 impl From<LockError> for tonic::Status {
     /// `ABORTED` when busy or lost, `UNAVAILABLE` when Redis is unavailable,
     /// `INVALID_ARGUMENT` for an invalid name, else `INTERNAL`, with a message that never
-    /// names the holder. The error itself is logged at `debug`.
+    /// names the holder. Its [class](LockError::class) is logged at `debug` (not its text,
+    /// which names the lock: the error is the caller's to log).
     fn from(error: LockError) -> Self {
         let answer = error.answer();
-        tracing::debug!(%error, "lock error answered over gRPC");
+        tracing::debug!(
+            distlock.error.class = error.class(),
+            "lock error answered over gRPC"
+        );
         tonic::Status::new(tonic::Code::from_i32(answer.grpc_code()), answer.message())
     }
 }

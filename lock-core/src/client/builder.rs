@@ -145,12 +145,15 @@ impl LockClientBuilder {
         self
     }
 
-    /// Puts each lock's name on its spans, as `distlock.lock.name` (see the operating guide's
-    /// "Tracing"). Names are as many as the things locked (an order id, a user id): a
-    /// tracing backend that indexes attributes pays for each, and a name may carry data
-    /// the traces should not. Without it, spans carry the metrics label
+    /// Puts each lock's name on its spans and log events, as `distlock.lock.name` (see the
+    /// operating guide's "Tracing"), and a lock error's text (which begins with the name)
+    /// on the events that report one. Names are as many as the things locked (an order id,
+    /// a user id): a tracing backend that indexes attributes pays for each, and a name may
+    /// carry data the traces should not. Without it, no span or event of this client (nor
+    /// of lock-tower's layers over it) names a lock: they carry the metrics label
     /// ([`LockRequest::metrics_label`](crate::LockRequest::metrics_label)), the key template
-    /// the name was made from, as the metrics do.
+    /// the name was made from, as the metrics do, and an error's
+    /// [class](crate::LockError::class).
     ///
     /// # Default
     /// `false`.

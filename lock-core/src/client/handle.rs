@@ -200,4 +200,11 @@ impl LockClient {
     pub fn id(&self) -> &str {
         &self.engine.id
     }
+
+    /// True when the client was built with
+    /// [`trace_lock_names(true)`](crate::LockClientBuilder::trace_lock_names): what a
+    /// middleware over it asks before its own log events name a lock.
+    pub fn traces_lock_names(&self) -> bool {
+        self.engine.config.trace_names
+    }
 }

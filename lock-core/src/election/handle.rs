@@ -9,6 +9,7 @@ use crate::election::observe::Observe;
 use crate::error::LockError;
 use crate::lock::engine::Engine;
 use crate::lock::scope::Scope;
+use crate::observe;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::{LockKeys, LockName};
 
@@ -114,7 +115,12 @@ impl Election {
                 Ok(()) => return Ok(Leadership::new(guard, self.value.clone())),
                 // The term ended before it was announced: campaign again.
                 Err(LockError::Lost { .. }) => {
-                    tracing::debug!(lock = %self.name, "term over at once")
+                    let names = self.client.engine.config.trace_names;
+                    tracing::debug!(
+                        distlock.lock.template = FAMILY,
+                        distlock.lock.name = observe::name(&self.name, names),
+                        "term over at once"
+                    );
                 }
                 Err(error) => return Err(error),
             }

@@ -16,6 +16,7 @@ use crate::election::leader::{self, Leader};
 use crate::error::LockError;
 use crate::lock::engine::Engine;
 use crate::lock::scope::next_owner_number;
+use crate::observe;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::transport::waiters::Subscription;
 
@@ -42,7 +43,12 @@ impl Observe {
         let keys = match keys {
             Ok(keys) => keys,
             Err(error) => {
-                tracing::error!(%error, "cannot observe this election");
+                let names = client.config.trace_names;
+                tracing::error!(
+                    distlock.error.class = error.class(),
+                    error = observe::error(&error, names),
+                    "cannot observe this election"
+                );
                 return Self {
                     inner: stream::pending().boxed(),
                 };
@@ -124,7 +130,13 @@ impl Watch {
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(lock = %self.name, %error, "reading the leader failed");
+                    let names = self.client.config.trace_names;
+                    tracing::warn!(
+                        distlock.lock.name = observe::name(&self.name, names),
+                        distlock.error.class = error.class(),
+                        error = observe::error(&error, names),
+                        "reading the leader failed"
+                    );
                     let pause = FIRST_RETRY * 2u32.saturating_pow(self.failures);
                     self.failures = self.failures.saturating_add(1);
                     self.next_read = Some(Instant::now() + pause.min(MAX_RETRY));

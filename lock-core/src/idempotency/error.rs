@@ -71,6 +71,20 @@ impl IdempotencyError {
         }
     }
 
+    /// The error's class: its variant as a stable `snake_case` word (`in_flight`,
+    /// `mismatch`, `lost`, `codec`, `redlock`, or a lock error's
+    /// [class](LockError::class)). Unlike the error's text, it never names the key.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Self::InFlight { .. } => "in_flight",
+            Self::Mismatch { .. } => "mismatch",
+            Self::Lost { .. } => "lost",
+            Self::Codec { .. } => "codec",
+            Self::Redlock { .. } => "redlock",
+            Self::Lock(error) => error.class(),
+        }
+    }
+
     /// True for a duplicate of a request still in flight.
     pub fn is_in_flight(&self) -> bool {
         matches!(self, Self::InFlight { .. })

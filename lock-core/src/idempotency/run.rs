@@ -13,6 +13,7 @@ use crate::client::handle::LockClient;
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::fingerprint::Fingerprint;
 use crate::idempotency::{Begin, Idempotency};
+use crate::observe;
 use crate::protocol::name::LockName;
 
 /// How an idempotent call got its result.
@@ -184,12 +185,21 @@ where
         Ok(value) => value,
         Err(error) => {
             // Released before the caller hears of it: its retry finds the key free.
+            let names = in_flight.guard().held().engine.config.trace_names;
             match in_flight.release().await {
                 // The client's health logs an outage once, not once per request.
                 Err(release) if release.is_unavailable() => {
-                    tracing::debug!(%release, "releasing an idempotency key failed");
+                    tracing::debug!(
+                        distlock.error.class = release.class(),
+                        error = observe::error(&release, names),
+                        "releasing an idempotency key failed"
+                    );
                 }
-                Err(release) => tracing::warn!(%release, "releasing an idempotency key failed"),
+                Err(release) => tracing::warn!(
+                    distlock.error.class = release.class(),
+                    error = observe::error(&release, names),
+                    "releasing an idempotency key failed"
+                ),
                 Ok(()) => {}
             }
             return Err(error);

@@ -11,6 +11,7 @@ use crate::lock::guard::{LockGuard, Lost};
 use crate::lock::guarded_run::Guarded;
 use crate::lock::held::finish_in_background;
 use crate::lock::scope::LockInfo;
+use crate::observe;
 use crate::protocol::fleet;
 
 /// Below this much left, a lingering release is an ordinary one.
@@ -61,6 +62,10 @@ impl Guarded for Lingering {
         self.guard().reachable()
     }
 
+    fn names(&self) -> bool {
+        self.guard().names()
+    }
+
     fn release(mut self) -> Self::Release {
         let guard = self.guard.take().expect("released once");
         Box::pin(release_at(guard, self.until))
@@ -100,7 +105,10 @@ pub(crate) async fn release_at(guard: LockGuard, until: Instant) -> Result<(), L
     let answers = (held.engine)
         .call_until(&held.name, held.identity.lease, call, kept)
         .await;
-    tracing::debug!(lock = %held.name, owner = %held.identity.owner, ?remaining, "lingering");
+    let names = held.engine.config.trace_names;
+    tracing::debug!(distlock.lock.template = &*held.identity.label,
+        distlock.lock.name = observe::name(&held.name, names), owner = %held.identity.owner,
+        ?remaining, "lingering");
     if kept(&answers) {
         return Ok(());
     }

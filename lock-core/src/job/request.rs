@@ -16,6 +16,7 @@ use crate::lock::guarded_run::{GuardedRun, OnLost};
 use crate::lock::request::LockRequest;
 use crate::lock::scope::scope;
 use crate::lock::time::later;
+use crate::observe;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 
@@ -151,6 +152,7 @@ impl JobRequest {
             on_lost,
         } = self;
         scope(async move {
+            let (label, names) = (request.options.label.clone(), request.trace_names());
             let guard = match request.acquire().await {
                 Ok(guard) => guard,
                 Err(LockError::WaitTimeout {
@@ -159,7 +161,11 @@ impl JobRequest {
                     holder,
                     ..
                 }) => {
-                    tracing::debug!(lock = %name, "job skipped: held elsewhere");
+                    tracing::debug!(
+                        distlock.lock.template = &*label,
+                        distlock.lock.name = observe::name(&name, names),
+                        "job skipped: held elsewhere"
+                    );
                     return Ok(JobOutcome::Skipped(Skipped {
                         name,
                         remaining_ttl,

@@ -22,14 +22,13 @@ use crate::lock::quorum::AcquireTally;
 use crate::lock::replicas::replicated;
 use crate::lock::scope::{next_owner_number, Scope};
 use crate::lock::time::{drift, later};
-use crate::metrics;
+use crate::observe::{observe, Event, Subject};
 use crate::protocol::holder::HolderInfo;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::kind::WAITER_TTL_MS;
 use crate::protocol::lock_calls;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::AcquireReply;
-use crate::trace;
 use crate::transport::waiters::{Subscription, Wake};
 
 /// Pause before retrying a lock that has no TTL (set by someone else without expiry).
@@ -103,7 +102,13 @@ pub(crate) async fn acquire(
         None => match Box::pin(engine.replica_ack(&name, keys.lock())).await {
             Ok(ack) => ack,
             Err(error) => {
-                metrics::acquisition(&label, Err(&error), started.elapsed(), false);
+                let ended = Event::AcquisitionEnded {
+                    result: Err(&error),
+                    waited: started.elapsed(),
+                    contended: false,
+                };
+                let traced = engine.config.trace_names;
+                observe(Subject::new(&label, &name, traced, None), ended);
                 return Err(error);
             }
         },
@@ -162,12 +167,22 @@ pub(crate) async fn acquire(
         }
         Err(error) => Err(error),
     };
-    metrics::acquisition(
-        &label,
-        result.as_ref().map(|_| ()),
-        started.elapsed(),
+    let ended = Event::AcquisitionEnded {
+        result: result.as_ref().map(|_| ()),
+        waited: started.elapsed(),
         contended,
-    );
+    };
+    let name = match &result {
+        Ok(guard) => Some(guard.name()),
+        Err(error) => error.name(),
+    };
+    let names = engine.config.trace_names;
+    let about = Subject {
+        label: &label,
+        name: name.filter(|_| names),
+        span: None,
+    };
+    observe(about, ended);
     result
 }
 
@@ -206,7 +221,12 @@ fn reentered(
         // Dropping the guard gives the hold back; the caller learns the lock is gone.
         return Err(guard.lost_error());
     }
-    tracing::debug!(lock = %guard.name(), "re-entered");
+    let held = guard.held();
+    let names = held.engine.config.trace_names;
+    observe(
+        Subject::new(&held.identity.label, &held.name, names, None),
+        Event::Reentered,
+    );
     Ok(guard)
 }
 
@@ -254,7 +274,7 @@ impl Attempter<'_> {
         // Recorded while queued, for a shutdown to take out of the queue.
         let mut entry = None;
         for attempts in 1u64.. {
-            trace::attempt(attempts);
+            self.observe(Event::Attempt { attempts });
             if self.holds.is_closed() {
                 if entry.is_some() || redlock {
                     pending.leave().await;
@@ -296,8 +316,11 @@ impl Attempter<'_> {
             };
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
-                tracing::debug!(lock = %self.name, waited = ?started.elapsed(), attempts,
-                    holder_ttl = ?ttl, "gave up waiting");
+                self.observe(Event::GaveUp {
+                    waited: started.elapsed(),
+                    attempts,
+                    holder_ttl: ttl,
+                });
                 // A busy answer that was not queued left nothing on one node: no clean-up
                 // round trip. (Under Redlock a minority of nodes may have granted: undone.)
                 if queue_for.is_zero() && !redlock {
@@ -342,25 +365,20 @@ impl Attempter<'_> {
             if let Some(Wake::Granted(token)) =
                 wake.filter(|w| !is_superseded(*w, superseded_below))
             {
-                metrics::woken(&self.identity.label, "message");
+                self.observe(Event::Woken { by: "message" });
                 if let Some(taken) = self.take_grant(token, sent_at).await? {
                     pending.disarm();
                     self.trace_acquired(token, started, attempts, Some("grant"));
                     return Ok(taken);
                 }
                 // The claim ran out before this waiter read its grant: wait on.
-                trace::claim_missed_waiting(trace::Subject {
-                    label: &self.identity.label,
-                    name: self.engine.config.trace_names.then_some(self.name),
-                });
-                metrics::claim_missed(&self.identity.label);
+                self.observe(Event::GrantMissed);
                 sub.rearm_grant();
                 continue;
             }
             if wake.is_some_and(|w| is_superseded(w, superseded_below)) {
                 // Read after a later holder was seen: its claim ran out unread.
-                tracing::debug!(lock = %self.name, "ignored a superseded grant");
-                metrics::claim_missed(&self.identity.label);
+                self.observe(Event::GrantSuperseded);
                 sub.rearm_grant();
             }
             let by = match (wake, lease_timer) {
@@ -369,7 +387,7 @@ impl Attempter<'_> {
                 (None, false) => None,
             };
             if let Some(by) = by {
-                metrics::woken(&self.identity.label, by);
+                self.observe(Event::Woken { by });
                 woken = Some(by);
             }
         }
@@ -446,10 +464,29 @@ impl Attempter<'_> {
         leave(self.engine, &self.identity).await;
     }
 
-    fn trace_acquired(&self, token: u64, started: Instant, attempts: u64, woken: Option<&str>) {
-        trace::handed_over(woken == Some("grant"));
-        tracing::debug!(lock = %self.name, owner = %self.identity.owner, token,
-            waited = ?started.elapsed(), attempts, woken, "acquired");
+    fn trace_acquired(
+        &self,
+        token: u64,
+        started: Instant,
+        attempts: u64,
+        woken: Option<&'static str>,
+    ) {
+        self.observe(Event::Acquired {
+            owner: &self.identity.owner,
+            token,
+            waited: started.elapsed(),
+            attempts,
+            woken,
+        });
+    }
+
+    /// Observes `event` of this acquisition, inside its span.
+    fn observe(&self, event: Event<'_>) {
+        let names = self.engine.config.trace_names;
+        observe(
+            Subject::new(&self.identity.label, self.name, names, None),
+            event,
+        );
     }
 
     /// What a node's grant that answers after the attempt was decided (under Redlock) gets: a

@@ -107,7 +107,7 @@ impl Engine {
             }
             _ => None,
         };
-        crate::metrics::describe();
+        crate::observe::describe();
         let stop = CancellationToken::new();
         let _guard = runtime.enter();
         let waiters = Waiters::start(pubsub, config.command_timeout, stop.child_token());
@@ -128,7 +128,7 @@ impl Engine {
             replication,
             replicas,
             waiters,
-            health: Health::default(),
+            health: Health::new(config.trace_names),
             stop: stop.clone(),
             cleanups: TaskTracker::new(),
             _stop: stop.drop_guard(),

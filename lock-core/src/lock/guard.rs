@@ -289,6 +289,10 @@ impl Guarded for LockGuard {
     fn reachable(&self) -> bool {
         self.held.engine.health.is_reachable()
     }
+
+    fn names(&self) -> bool {
+        self.held.engine.config.trace_names
+    }
 }
 
 impl fmt::Debug for LockGuard {

@@ -13,6 +13,7 @@ use tokio::time::Sleep;
 
 use crate::error::LockError;
 use crate::lock::scope::{with_lock_info, LockInfo, WithLockInfo};
+use crate::observe;
 
 /// A hold that work can run under: a [`LockGuard`](crate::LockGuard) or a
 /// [`MultiLockGuard`](crate::MultiLockGuard).
@@ -36,6 +37,9 @@ pub trait Guarded: Sized + sealed::Sealed {
     /// its whole command timeout.
     #[doc(hidden)]
     fn reachable(&self) -> bool;
+    /// True when the client opted in to lock names in its log events.
+    #[doc(hidden)]
+    fn names(&self) -> bool;
 }
 
 /// What `run` does with the guarded work when the lock is lost.
@@ -106,6 +110,8 @@ pin_project! {
             output: F::Output,
             // With `OnLost::Abort`: what a release that finds the hold gone answers.
             lost: Option<LockError>,
+            // Whether a failed release's log names the lock.
+            names: bool,
         },
         Done,
     }
@@ -160,19 +166,23 @@ impl<G: Guarded, F: Future> Future for GuardedRun<G, F> {
                         return Poll::Ready(Ok(output));
                     }
                     let lost = abort.then(|| guard.lost_error());
+                    let names = guard.names();
                     state.set(State::Releasing {
                         release: guard.release(),
                         bound: tokio::time::sleep(RELEASE_WAIT),
                         output,
                         lost,
+                        names,
                     });
                 }
                 StateProj::Releasing {
                     release,
                     bound,
                     lost,
+                    names,
                     ..
                 } => {
+                    let names = *names;
                     match release.poll(cx) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(LockError::NotHeld { .. })) if lost.is_some() => {
@@ -183,13 +193,13 @@ impl<G: Guarded, F: Future> Future for GuardedRun<G, F> {
                         // An outage: the client's health logged it once (every outage
                         // error passes through it), not a line per guarded run.
                         Poll::Ready(Err(error)) if error.is_unavailable() => tracing::debug!(
-                            lock = error.name().map(tracing::field::display),
-                            %error,
+                            distlock.error.class = error.class(),
+                            error = observe::error(&error, names),
                             "release after the guarded work failed"
                         ),
                         Poll::Ready(Err(error)) => tracing::warn!(
-                            lock = error.name().map(tracing::field::display),
-                            %error,
+                            distlock.error.class = error.class(),
+                            error = observe::error(&error, names),
                             "release after the guarded work failed"
                         ),
                         Poll::Pending => {

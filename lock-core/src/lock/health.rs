@@ -8,6 +8,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::error::LockError;
+use crate::observe;
 use crate::protocol::name::LockName;
 
 /// While Redis stays unreachable, the warning is repeated at most this often.
@@ -23,6 +24,8 @@ const PROBE_EVERY: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub(crate) struct Health {
     state: Mutex<State>,
+    /// True when the client opted in to lock names in its log events.
+    names: bool,
 }
 
 #[derive(Debug, Default)]
@@ -32,6 +35,16 @@ struct State {
     last_warning: Option<Instant>,
     /// While down: when the next acquisition may try Redis (a second after the last failure).
     next_probe: Option<Instant>,
+}
+
+impl Health {
+    /// The health of a client that names locks in its log events when `names`.
+    pub(crate) fn new(names: bool) -> Self {
+        Self {
+            state: Mutex::default(),
+            names,
+        }
+    }
 }
 
 impl State {
@@ -93,7 +106,11 @@ impl Health {
         }
         state.last_warning = Some(now);
         drop(state);
-        tracing::warn!(lock = error.name().map(tracing::field::display), %error, down_for = ?now - since,
+        let name = error
+            .name()
+            .and_then(|name| observe::name(name, self.names));
+        tracing::warn!(distlock.lock.name = name, distlock.error.class = error.class(),
+            error = observe::error(error, self.names), down_for = ?now - since,
             "redis cannot be reached: lock requests fail until it is back");
     }
 
@@ -137,11 +154,24 @@ impl Health {
     /// Logs a failed call about a lock (`what` happened): a warning, or a debug line when it
     /// is the outage this client knows of, whose one warning was logged by [`Self::observe`].
     pub(crate) fn log_failure(&self, error: &LockError, what: &str) {
-        let lock = error.name().map(tracing::field::display);
+        let name = error
+            .name()
+            .and_then(|name| observe::name(name, self.names));
+        let (class, error_text) = (error.class(), observe::error(error, self.names));
         if error.is_unavailable() && !self.is_reachable() {
-            tracing::debug!(lock, %error, "{what}");
+            tracing::debug!(
+                distlock.lock.name = name,
+                distlock.error.class = class,
+                error = error_text,
+                "{what}"
+            );
         } else {
-            tracing::warn!(lock, %error, "{what}");
+            tracing::warn!(
+                distlock.lock.name = name,
+                distlock.error.class = class,
+                error = error_text,
+                "{what}"
+            );
         }
     }
 }

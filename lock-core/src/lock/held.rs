@@ -13,11 +13,10 @@ use crate::lock::engine::Engine;
 use crate::lock::identity::HoldIdentity;
 use crate::lock::quorum::Renewal;
 use crate::lock::time::{drift, later};
-use crate::metrics;
+use crate::observe::{self, observe, Event, Subject};
 use crate::protocol::lock_calls;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::ReleaseReply;
-use crate::trace;
 
 /// One hold of a lock by one owner. Reentrant guards of a scope share it.
 ///
@@ -45,7 +44,8 @@ pub(crate) struct Held {
     ended: CancellationToken,
     lost_reason: OnceLock<&'static str>,
     released: AtomicBool,
-    /// The hold's span (see [`trace`]), taken and closed when the hold ends.
+    /// The hold's span (see [`observe`](crate::observe)), taken and closed when the hold
+    /// ends.
     span: Mutex<Option<tracing::Span>>,
     /// Set by a renewal Redis did not answer, cleared by a confirmed one: only the first
     /// failure of a run is a warning.
@@ -65,7 +65,7 @@ pub(crate) struct Acquired {
     pub(crate) ttl: Duration,
     /// When a claim is extended to the lease, from the background (`None`: not a claim).
     pub(crate) extend_at: Option<Instant>,
-    /// The span the hold's span is a child of (see [`trace`](crate::trace)).
+    /// The span the hold's span is a child of (see [`observe`](crate::observe)).
     pub(crate) trace_parent: tracing::Span,
     /// The hold's end signal (see [`Held::ended_signal`]), made before the acquisition's
     /// attempts so that their background calls can see the hold end.
@@ -74,7 +74,7 @@ pub(crate) struct Acquired {
 
 impl Held {
     pub(crate) fn new(engine: Arc<Engine>, acquired: Acquired) -> Arc<Self> {
-        let span = trace::hold_span(
+        let span = observe::hold_span(
             &acquired.trace_parent,
             &acquired.name,
             acquired.identity.keys.mode(),
@@ -99,7 +99,7 @@ impl Held {
             span: Mutex::new(Some(span)),
             renewal_failing: AtomicBool::new(false),
         });
-        metrics::hold_started(&held.identity.label);
+        held.observe(Event::HoldStarted);
         held
     }
 
@@ -124,12 +124,15 @@ impl Held {
         self.granted_at
     }
 
-    /// Who this hold's events are about.
-    fn subject(&self) -> trace::Subject<'_> {
-        trace::Subject {
-            label: &self.identity.label,
-            name: self.engine.config.trace_names.then_some(&self.name),
-        }
+    /// Who this hold's events are about, in `span` (`None`: the current one).
+    fn subject(&self, span: Option<tracing::Span>) -> Subject<'_> {
+        let names = self.engine.config.trace_names;
+        Subject::new(&self.identity.label, &self.name, names, span)
+    }
+
+    /// Observes `event` of this hold, inside its span.
+    fn observe(&self, event: Event<'_>) {
+        observe(self.subject(Some(self.span())), event);
     }
 
     /// The hold's span while the hold lasts; a disabled span after.
@@ -158,15 +161,13 @@ impl Held {
             Renewal::Confirmed(ttl) => {
                 self.confirm(sent_at, ttl);
                 self.renewal_failing.store(false, Ordering::Relaxed);
-                metrics::renewed(&self.identity.label);
-                tracing::trace!(lock = %self.name, ?ttl, "renewed");
+                self.observe(Event::Renewed { ttl });
             }
             // Counted as lost where the hold ends.
             Renewal::Lost => self.mark_lost(reason),
             Renewal::Unknown => {
                 let first = !self.renewal_failing.swap(true, Ordering::Relaxed);
-                trace::renewal_failed(&self.span(), self.subject(), first);
-                metrics::renewal_failed(&self.identity.label);
+                self.observe(Event::RenewalFailed { first });
             }
         }
     }
@@ -209,32 +210,32 @@ impl Held {
         if self.is_released() || self.lost_reason.set(reason).is_err() {
             return;
         }
-        trace::lost(&self.span(), self.subject(), reason);
-        metrics::lost(&self.identity.label);
+        self.observe(Event::Lost { reason });
         self.record_end();
         self.ended.cancel();
     }
 
     /// A handed-over hold's claim ran out before its client extended it.
     pub(crate) fn claim_missed(&self) {
-        trace::claim_missed(&self.span(), self.subject());
-        metrics::claim_missed(&self.identity.label);
+        self.observe(Event::ClaimMissed);
     }
 
     /// Records the end of the hold in the metrics and closes its span, once (release, loss
     /// or drop).
     fn record_end(&self) {
         if !self.ended_recorded.swap(true, Ordering::AcqRel) {
-            metrics::hold_ended(&self.identity.label, self.granted_at.elapsed());
             let span = self
                 .span
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .take();
-            if let Some(span) = span {
-                let lost = self.lost_reason.get().copied();
-                trace::hold_ended(span, lost, self.is_released());
-            }
+            let ended = Event::HoldEnded {
+                lost: self.lost_reason.get().copied(),
+                released: self.is_released(),
+                held_for: self.granted_at.elapsed(),
+            };
+            let span = span.unwrap_or_else(tracing::Span::none);
+            observe(self.subject(Some(span)), ended);
         }
     }
 
@@ -305,7 +306,12 @@ impl Held {
             .call_until(&self.name, self.identity.lease, call, known)
             .await;
         let held_for = self.granted_at.elapsed();
-        tracing::debug!(lock = %self.name, owner = %self.identity.owner, ?held_for, "released");
+        // In the span current where it was released: the hold's has closed.
+        let released = Event::Released {
+            owner: &self.identity.owner,
+            held_for,
+        };
+        observe(self.subject(None), released);
         let (held, gone) = (count(&answers, true), count(&answers, false));
         let not_held = || LockError::NotHeld {
             name: self.name.clone(),
@@ -366,7 +372,7 @@ pub(crate) fn finish_in_background(
             cleanups.spawn_on(release, &runtime);
         }
         Err(_) => tracing::warn!(
-            lock = %name,
+            distlock.lock.name = observe::name(&name, engine.config.trace_names),
             "released outside a Tokio runtime: the lock expires after its lease"
         ),
     }

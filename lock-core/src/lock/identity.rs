@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::metrics::MetricsLabel;
+use crate::observe::MetricsLabel;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockKeys;
 

@@ -398,7 +398,7 @@ fn tests_are_left_out_and_the_code_after_them_is_read() {
         }
 
         fn after() {
-            tracing::debug!(lock = %name, "{}", crate::lock::scope::current());
+            tracing::debug!(count = %n, "{}", crate::lock::scope::current());
         }
     "#;
     let sources: BTreeMap<String, String> = [

@@ -10,7 +10,7 @@ use crate::error::LockError;
 use crate::lock::engine::Engine;
 use crate::lock::guarded_run::{Guarded, GuardedRun, OnLost};
 use crate::lock::scope::scope;
-use crate::metrics::{MetricsLabel, DEFAULT_LABEL};
+use crate::observe::{MetricsLabel, DEFAULT_LABEL};
 
 /// A request's options.
 #[derive(Clone, Debug)]

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::lock::engine::Engine;
 use crate::lock::identity::HoldIdentity;
+use crate::observe;
 use crate::protocol::lock_calls;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::ReleaseReply;
@@ -63,7 +64,7 @@ pub(crate) async fn leave(engine: &Engine, identity: &HoldIdentity) {
         capacity,
         lease,
         meta,
-        ..
+        label,
     } = identity;
     let name = LockName::from(keys.lock());
     let publish = engine.config.publish;
@@ -72,7 +73,12 @@ pub(crate) async fn leave(engine: &Engine, identity: &HoldIdentity) {
         match answer {
             Ok(ReleaseReply::NotHeld) => {}
             Ok(_) => {
-                tracing::debug!(lock = %name, "released a hold whose acquisition was not seen")
+                let names = engine.config.trace_names;
+                tracing::debug!(
+                    distlock.lock.template = &**label,
+                    distlock.lock.name = observe::name(&name, names),
+                    "released a hold whose acquisition was not seen"
+                );
             }
             Err(error) => (engine.health).log_failure(
                 &error,

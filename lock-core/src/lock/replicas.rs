@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use crate::error::LockError;
 use crate::lock::guard::LockGuard;
 use crate::lock::time::later;
+use crate::observe;
 use crate::protocol::lock_calls;
 use crate::transport::backend::Conn;
 
@@ -57,9 +58,15 @@ pub(crate) async fn replicated_all(
     };
     let (name, engine) = (first.name().clone(), first.held().engine.clone());
     for guard in guards.into_iter().rev() {
-        let held = guard.name().clone();
+        let held = guard.held();
+        let (label, names) = (held.identity.label.clone(), held.engine.config.trace_names);
         if let Err(error) = guard.release().await {
-            tracing::debug!(lock = %held, %error, "releasing an unreplicated hold failed");
+            tracing::debug!(
+                distlock.lock.template = &*label,
+                distlock.error.class = error.class(),
+                error = observe::error(&error, names),
+                "releasing an unreplicated hold failed"
+            );
         }
     }
     engine.forget_replicas();
@@ -106,7 +113,9 @@ async fn acknowledged(
             Ok(n) if n >= replicas => return Ok(n),
             Ok(n) => acked = n,
             Err(error) => {
-                tracing::debug!(lock = %held.name, %error, "WAIT failed");
+                tracing::debug!(distlock.lock.template = &*held.identity.label,
+                    distlock.lock.name = observe::name(&held.name, engine.config.trace_names), %error,
+                    "WAIT failed");
                 tokio::time::sleep(RETRY_PAUSE.min(left)).await;
             }
         }

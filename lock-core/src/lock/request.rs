@@ -15,9 +15,9 @@ use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::hold_registry::HoldRegistry;
 use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions};
+use crate::observe::{self, observe, Event, Subject};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
-use crate::trace;
 
 /// A request for one hold of one name: the lock ([`LockClient::lock`](crate::LockClient::lock)), a side of a
 /// read-write lock ([`LockClient::read_lock`](crate::LockClient::read_lock), [`LockClient::write_lock`](crate::LockClient::write_lock)) or a semaphore's
@@ -63,6 +63,11 @@ impl LockRequest {
             permits: 1,
             options,
         }
+    }
+
+    /// True when the client opted in to lock names in its log events.
+    pub(crate) fn trace_names(&self) -> bool {
+        self.engine.config.trace_names
     }
 
     pub(crate) fn permits(mut self, permits: u32) -> Self {
@@ -145,14 +150,27 @@ impl IntoFuture for LockRequest {
             // `#[instrument]` does): the acquisition's and the hold's spans go under it.
             options.trace_parent = tracing::Span::current();
             let names = engine.config.trace_names;
-            let span =
-                trace::acquire_span(&options.trace_parent, &name, kind, &options.label, names);
+            let label = options.label.clone();
+            let span = observe::acquire_span(&options.trace_parent, &name, kind, &label, names);
             let started = tokio::time::Instant::now();
             let acquisition = acquire::acquire(engine, holds, name, kind, permits, options);
             let result = acquisition.instrument(span.clone()).await;
             // A re-entered hold was granted before this acquisition began.
             let reentered = matches!(&result, Ok(guard) if guard.held().granted_at() < started);
-            trace::acquire_ended(&span, trace::outcome(&result, reentered), started.elapsed());
+            let answered = Event::Answered {
+                outcome: observe::outcome(&result, reentered),
+                waited: started.elapsed(),
+            };
+            let name = match &result {
+                Ok(guard) => Some(guard.name()),
+                Err(error) => error.name(),
+            };
+            let about = Subject {
+                label: &label,
+                name: name.filter(|_| names),
+                span: Some(span),
+            };
+            observe(about, answered);
             result
         };
         // Boxed: the acquisition state machine is large, and callers nest it in their own.

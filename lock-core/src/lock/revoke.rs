@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use crate::error::bounded;
 use crate::lock::engine::Engine;
 use crate::lock::hold_registry::HoldRegistry;
+use crate::observe;
 use crate::protocol::name::LockName;
 
 /// The start of every client's revocation channel.
@@ -74,7 +75,7 @@ pub(crate) async fn notify(
     key: &[u8],
     owners: &[String],
 ) -> usize {
-    let timeout = engine.config.command_timeout;
+    let (timeout, names) = (engine.config.command_timeout, engine.config.trace_names);
     let mut received = 0;
     for owner in owners {
         // `<client id>:<number>`; a Redisson owner's client listens nowhere, which is fine.
@@ -91,7 +92,12 @@ pub(crate) async fn notify(
         for answer in join_all(publishes).await {
             match answer {
                 Ok(listeners) => received += usize::from(listeners > 0),
-                Err(error) => tracing::debug!(lock = %name, %error, "revocation not published"),
+                Err(error) => tracing::debug!(
+                    distlock.lock.name = observe::name(name, names),
+                    distlock.error.class = error.class(),
+                    error = observe::error(&error, names),
+                    "revocation not published"
+                ),
             }
         }
     }

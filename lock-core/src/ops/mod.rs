@@ -20,6 +20,7 @@ use futures_util::stream::{self, StreamExt};
 use crate::client::handle::LockClient;
 use crate::error::{bounded, LockError};
 use crate::lock::revoke;
+use crate::observe;
 use crate::ops::list::glob_escape;
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::library::LIBRARY_NAME;
@@ -235,7 +236,13 @@ impl LockClient {
             return Ok(None);
         }
         let told = revoke::notify(&self.engine, &name, keys.lock(), &owners).await;
-        tracing::warn!(lock = %name, holders = owners.len(), told, "force-released by an operator");
+        let names = self.engine.config.trace_names;
+        tracing::warn!(
+            distlock.lock.name = observe::name(&name, names),
+            holders = owners.len(),
+            told,
+            "force-released by an operator"
+        );
         Ok(Some(told))
     }
 }

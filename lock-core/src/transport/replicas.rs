@@ -166,7 +166,7 @@ impl ReplicaView {
         }
         let epoch = self.conn.epoch();
         let replicas = self.ask(name).await?;
-        tracing::debug!(lock = %name, ?replicas, "learned the masters' replicas");
+        tracing::debug!(?replicas, "learned the masters' replicas");
         let serving = replicas.serving(key);
         self.store(epoch, replicas);
         Ok(serving)

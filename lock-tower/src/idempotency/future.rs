@@ -181,7 +181,11 @@ where
                     }
                     ready!(lost.poll(cx));
                     let key = in_flight.guard().name().clone();
-                    tracing::warn!(%key, "idempotency key lost while its request ran: aborted");
+                    let names = config.client.traces_lock_names();
+                    tracing::warn!(
+                        key = names.then(|| tracing::field::display(&key)),
+                        "idempotency key lost while its request ran: aborted"
+                    );
                     let answer = refusal(config, IdempotencyError::Lost { key });
                     let response = answer.into_response(*grpc);
                     // Drops the inner future, then the hold (whose end is known).

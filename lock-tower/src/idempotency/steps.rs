@@ -116,7 +116,11 @@ fn internal() -> Answer {
 
 /// The answer to a key that cannot run: generic texts, the details to the log.
 pub(crate) fn refusal(config: &Config, error: IdempotencyError) -> Answer {
-    tracing::debug!(%error, "idempotent request refused");
+    tracing::debug!(
+        distlock.error.class = error.class(),
+        error = error_text(config, &error),
+        "idempotent request refused"
+    );
     match &error {
         IdempotencyError::InFlight { source, .. } => {
             let after = config
@@ -143,7 +147,11 @@ pub(crate) fn refusal(config: &Config, error: IdempotencyError) -> Answer {
         )
         .retry_after(lock_core::Answer::UNAVAILABLE_RETRY_AFTER),
         _ => {
-            tracing::error!(%error, "idempotency key could not be checked");
+            tracing::error!(
+                distlock.error.class = error.class(),
+                error = error_text(config, &error),
+                "idempotency key could not be checked"
+            );
             internal()
         }
     }
@@ -168,13 +176,13 @@ where
         (true, None) => false,
     };
     if transient {
-        release(in_flight).await;
+        release(&config, in_flight).await;
         return Response::from_parts(parts, IdempotencyBody::inner(body));
     }
     let collected = match collect(body, config.max_response).await {
         Ok(collected) => collected,
         Err(_) => {
-            release(in_flight).await;
+            release(&config, in_flight).await;
             tracing::warn!("the response body failed: nothing stored");
             return internal()
                 .into_response(grpc)
@@ -185,7 +193,7 @@ where
         Collected::Whole(whole) => {
             let trailer = whole.trailers.as_ref().and_then(|t| t.get("grpc-status"));
             if grpc && trailer.is_some_and(|code| !is_final_grpc(code.as_bytes())) {
-                release(in_flight).await;
+                release(&config, in_flight).await;
                 return Response::from_parts(parts, collected.into_body());
             }
             let stored = StoredResponse {
@@ -201,7 +209,11 @@ where
     match stored {
         Ok(()) => Response::from_parts(parts, collected.into_body()),
         Err(error @ IdempotencyError::Lost { .. }) => {
-            tracing::warn!(%error, "a late completion was not stored");
+            tracing::warn!(
+                distlock.error.class = error.class(),
+                error = error_text(&config, &error),
+                "a late completion was not stored"
+            );
             refusal(&config, error)
                 .into_response(grpc)
                 .map(IdempotencyBody::buffered)
@@ -209,24 +221,35 @@ where
         Err(error) => {
             // The work is done: its answer is worth more to the client than an error. The
             // key is free again once the lock's lease ends.
-            log_failure(&error, "the response could not be stored");
+            log_failure(&config, &error, "the response could not be stored");
             Response::from_parts(parts, collected.into_body())
         }
     }
 }
 
-async fn release(in_flight: InFlight) {
+async fn release(config: &Config, in_flight: InFlight) {
     if let Err(error) = in_flight.release().await {
-        log_failure(&error.into(), "releasing an idempotency key failed");
+        log_failure(config, &error.into(), "releasing an idempotency key failed");
     }
 }
 
 /// Logs a failed step of one request: an outage only at debug level, as the lock client
 /// logs it once for all requests; anything else as a warning.
-fn log_failure(error: &IdempotencyError, what: &str) {
+fn log_failure(config: &Config, error: &IdempotencyError, what: &str) {
+    let (class, text) = (error.class(), error_text(config, error));
     if error.is_unavailable() {
-        tracing::debug!(%error, "{what}");
+        tracing::debug!(distlock.error.class = class, error = text, "{what}");
     } else {
-        tracing::warn!(%error, "{what}");
+        tracing::warn!(distlock.error.class = class, error = text, "{what}");
     }
+}
+
+/// An error's text as a log field: it names the key, so only when the client opted in to
+/// lock names ([`LockClient::traces_lock_names`](lock_core::LockClient::traces_lock_names));
+/// its class is logged beside it always.
+pub(crate) fn error_text<'e>(
+    config: &Config,
+    error: &'e IdempotencyError,
+) -> Option<tracing::field::DisplayValue<&'e IdempotencyError>> {
+    (config.client.traces_lock_names()).then(|| tracing::field::display(error))
 }

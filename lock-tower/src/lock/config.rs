@@ -223,12 +223,16 @@ impl Config {
     /// The answer to a rejection. The client sees a generic message; the full error (the
     /// holder of a busy lock, the Redis error) goes to the log.
     pub(crate) fn reject<B>(&self, rejection: &Rejection) -> Response<ResponseBody<B>> {
+        // The lock error names the lock: only when the client opted in.
+        let names = self.client.traces_lock_names();
+        let lock_error = rejection.lock_error();
         tracing::debug!(
-            lock = rejection.lock_error().and_then(LockError::name).map(display),
-            family = %self.family,
+            distlock.lock.template = &*self.family,
+            distlock.lock.name = lock_error.and_then(LockError::name).filter(|_| names).map(display),
             kind = ?rejection.kind(),
             answer = %rejection,
-            lock_error = rejection.lock_error().map(display),
+            distlock.error.class = lock_error.map(LockError::class),
+            lock_error = lock_error.filter(|_| names).map(display),
             key_error = rejection.key_error().map(display),
             "request rejected by the lock layer"
         );

@@ -190,8 +190,14 @@ where
                         {
                             // Debug only: the lock client logs the outage once, not
                             // once per request.
-                            tracing::debug!(lock = error.name().map(tracing::field::display), %error,
-                                "redis is unavailable: calling the service without the lock (fail open)");
+                            let names = config.client.traces_lock_names();
+                            tracing::debug!(
+                                distlock.lock.template = &*config.family,
+                                distlock.error.class = error.class(),
+                                error = names.then(|| tracing::field::display(&error)),
+                                "redis is unavailable: calling the service without the lock \
+                                 (fail open)"
+                            );
                             let future = service.call(request);
                             state.set(State::Unlocked { future });
                         }

@@ -17,7 +17,7 @@ use crate::lock::identity::{owner_id, HoldIdentity};
 use crate::lock::pending::Pending;
 use crate::lock::replicas::replicated_all;
 use crate::lock::scope::{next_owner_number, Scope};
-use crate::metrics::{self, MetricsLabel};
+use crate::observe::{observe, Event, MetricsLabel, Subject};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::lock_calls;
 use crate::protocol::name::{LockKeys, LockName};
@@ -91,6 +91,7 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
         None => return Ok(None),
     };
     pending.into_iter().for_each(Pending::disarm);
+    let names = r.names.clone();
     let guards = r.names.into_iter().zip(identities).map(|(name, identity)| {
         let acquired = Acquired {
             name,
@@ -106,14 +107,19 @@ pub(super) async fn at_once(request: Option<AtOnce>) -> Result<Option<Vec<LockGu
         LockGuard::granted(&r.engine, &r.holds, acquired, r.scope.clone())
     });
     let guards: Vec<LockGuard> = guards.collect();
-    let names = guards.len();
     let guards = match replica_ack {
         Some((replicas, timeout)) => replicated_all(guards, replicas, timeout).await,
         None => Ok(guards),
     };
-    for _ in 0..names {
-        let outcome = guards.as_ref().map(|_| ());
-        metrics::acquisition(&r.label, outcome, started.elapsed(), false);
+    // Each name's acquisition ends here, with the replicas' answer.
+    let traced = r.engine.config.trace_names;
+    for name in &names {
+        let ended = Event::AcquisitionEnded {
+            result: guards.as_ref().map(|_| ()),
+            waited: started.elapsed(),
+            contended: false,
+        };
+        observe(Subject::new(&r.label, name, traced, None), ended);
     }
     guards.map(Some)
 }

@@ -139,6 +139,10 @@ impl Guarded for MultiLockGuard {
     fn reachable(&self) -> bool {
         self.guards.iter().all(Guarded::reachable)
     }
+
+    fn names(&self) -> bool {
+        self.guards.iter().any(Guarded::names)
+    }
 }
 
 impl fmt::Debug for MultiLockGuard {

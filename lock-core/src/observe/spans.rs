@@ -1,6 +1,6 @@
-//! Spans and events through `tracing`, shaped as OpenTelemetry's semantic conventions shape
-//! theirs: dot-separated, lower-case names in the `distlock` namespace, snake_case words,
-//! durations in seconds. Any subscriber reads them; `tracing-opentelemetry` exports them as
+//! The spans sink: what an [`Event`] means to the spans and events through `tracing`,
+//! shaped as OpenTelemetry's semantic conventions shape theirs: dot-separated, lower-case
+//! names in the `distlock` namespace, snake_case words, durations in seconds. Any subscriber reads them; `tracing-opentelemetry` exports them as
 //! OpenTelemetry spans (the operating guide shows how).
 //!
 //! Two spans, at INFO (one of each per use of a lock, as a request span per request; a
@@ -21,13 +21,11 @@
 //!
 //! The keys below are part of the public contract: renaming one is a breaking change.
 
-use std::time::Duration;
-
 use tracing::field::Empty;
 use tracing::Span;
 
 use crate::error::LockError;
-use crate::metrics::MetricsLabel;
+use crate::observe::{Event, MetricsLabel, Subject};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 
@@ -87,39 +85,88 @@ pub(crate) fn outcome<T>(result: &Result<T, LockError>, reentered: bool) -> &'st
     }
 }
 
-/// Records the end of an acquisition on its span.
-pub(crate) fn acquire_ended(span: &Span, outcome: &'static str, waited: Duration) {
-    span.record(OUTCOME, outcome);
-    span.record(WAIT_DURATION, waited.as_secs_f64());
-    if matches!(outcome, "unavailable" | "error") {
-        span.record(STATUS, "ERROR");
+/// What `event` means to the spans: a field recorded on its subject's span, or an event
+/// inside it. Every event carries the template, and the lock's name only when the client
+/// opted in.
+pub(super) fn observe(about: &Subject<'_>, event: &Event<'_>) {
+    let template = &**about.label;
+    let name = about.name.map(tracing::field::display);
+    match *event {
+        Event::Attempt { attempts } => {
+            about.span().record(ATTEMPTS, attribute_int(attempts));
+        }
+        Event::GrantMissed | Event::ClaimMissed => {
+            tracing::warn!(parent: &about.span(), distlock.lock.template = template,
+                distlock.lock.name = name, "distlock.claim.missed");
+        }
+        Event::GrantSuperseded => {
+            tracing::debug!(parent: &about.span(), distlock.lock.template = template,
+                distlock.lock.name = name, "ignored a superseded grant");
+        }
+        Event::GaveUp {
+            waited,
+            attempts,
+            holder_ttl,
+        } => {
+            tracing::debug!(parent: &about.span(), distlock.lock.template = template,
+                distlock.lock.name = name, ?waited, attempts, ?holder_ttl, "gave up waiting");
+        }
+        Event::Acquired {
+            owner,
+            token,
+            waited,
+            attempts,
+            woken,
+        } => {
+            let span = about.span();
+            span.record(HANDED_OVER, woken == Some("grant"));
+            tracing::debug!(parent: &span, distlock.lock.template = template,
+                distlock.lock.name = name, owner, token, ?waited, attempts, woken, "acquired");
+        }
+        Event::Reentered => {
+            tracing::debug!(parent: &about.span(), distlock.lock.template = template,
+                distlock.lock.name = name, "re-entered");
+        }
+        Event::Answered { outcome, waited } => {
+            let span = about.span();
+            span.record(OUTCOME, outcome);
+            span.record(WAIT_DURATION, waited.as_secs_f64());
+            if matches!(outcome, "unavailable" | "error") {
+                span.record(STATUS, "ERROR");
+            }
+        }
+        Event::Renewed { ttl } => {
+            tracing::trace!(parent: &about.span(), distlock.lock.template = template,
+                distlock.lock.name = name, ?ttl, "renewed");
+        }
+        // The first of a run at WARN, the next ones at DEBUG (the lease decides whether the
+        // hold is lost; a long outage must not log once per tick).
+        Event::RenewalFailed { first: true } => {
+            tracing::warn!(parent: &about.span(), distlock.lock.template = template,
+                distlock.lock.name = name, "distlock.renewal.failed");
+        }
+        Event::RenewalFailed { first: false } => {
+            tracing::debug!(parent: &about.span(), distlock.lock.template = template,
+                distlock.lock.name = name, "distlock.renewal.failed");
+        }
+        Event::Lost { reason } => {
+            tracing::warn!(parent: &about.span(), distlock.lock.template = template,
+                distlock.lock.name = name, distlock.hold.loss_reason = reason,
+                "distlock.hold.lost");
+        }
+        Event::Released { owner, held_for } => {
+            tracing::debug!(parent: &about.span(), distlock.lock.template = template,
+                distlock.lock.name = name, owner, ?held_for, "released");
+        }
+        Event::HoldEnded { lost, released, .. } => hold_ended(&about.span(), lost, released),
+        Event::Woken { .. } | Event::AcquisitionEnded { .. } | Event::HoldStarted => {}
     }
-}
-
-/// Records, on the current span (the acquisition's), how many attempts were made so far.
-pub(crate) fn attempt(attempts: u64) {
-    Span::current().record(ATTEMPTS, attribute_int(attempts));
 }
 
 /// An integer as OpenTelemetry holds it (`i64`): `tracing-opentelemetry` exports a `u64`
 /// field as a string. Attempts and fencing tokens (below 2⁵³) always fit.
 fn attribute_int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-/// Records, on the current span (the acquisition's), whether the lock was handed over.
-pub(crate) fn handed_over(by_message: bool) {
-    Span::current().record(HANDED_OVER, by_message);
-}
-
-/// A waiter's grant whose claim ran out before it was read: it waits on. Inside the
-/// acquisition's span (no hold exists).
-pub(crate) fn claim_missed_waiting(about: Subject<'_>) {
-    tracing::warn!(
-        distlock.lock.template = &**about.label,
-        distlock.lock.name = about.name.map(tracing::field::display),
-        "distlock.claim.missed"
-    );
 }
 
 /// The span of one hold, a child of `parent`, from its grant.
@@ -146,8 +193,8 @@ pub(crate) fn hold_span(
     span
 }
 
-/// Records how a hold ended on its span, which closes when dropped.
-pub(crate) fn hold_ended(span: Span, lost: Option<&'static str>, released: bool) {
+/// Records how a hold ended on its span (which closes when its last handle goes).
+fn hold_ended(span: &Span, lost: Option<&'static str>, released: bool) {
     match lost {
         Some(reason) => {
             span.record(END, "lost");
@@ -161,41 +208,4 @@ pub(crate) fn hold_ended(span: Span, lost: Option<&'static str>, released: bool)
             span.record(END, "dropped");
         }
     }
-}
-
-/// Who an event is about, for a subscriber that filters the (INFO) spans out: the template,
-/// and the name when the client opted in.
-pub(crate) struct Subject<'a> {
-    pub(crate) label: &'a MetricsLabel,
-    pub(crate) name: Option<&'a LockName>,
-}
-
-/// The hold was lost, for `reason`.
-pub(crate) fn lost(span: &Span, about: Subject<'_>, reason: &'static str) {
-    tracing::warn!(parent: span,
-        distlock.lock.template = &**about.label,
-        distlock.lock.name = about.name.map(tracing::field::display),
-        distlock.hold.loss_reason = reason,
-        "distlock.hold.lost");
-}
-
-/// A renewal Redis did not answer: the first of a run at WARN, the next ones at DEBUG (the
-/// lease decides whether the hold is lost; a long outage must not log once per tick).
-pub(crate) fn renewal_failed(span: &Span, about: Subject<'_>, first: bool) {
-    let (template, name) = (&**about.label, about.name.map(tracing::field::display));
-    if first {
-        tracing::warn!(parent: span, distlock.lock.template = template, distlock.lock.name = name,
-            "distlock.renewal.failed");
-    } else {
-        tracing::debug!(parent: span, distlock.lock.template = template, distlock.lock.name = name,
-            "distlock.renewal.failed");
-    }
-}
-
-/// A handed-over hold's claim ran out before its client extended it: the hold is lost.
-pub(crate) fn claim_missed(span: &Span, about: Subject<'_>) {
-    tracing::warn!(parent: span,
-        distlock.lock.template = &**about.label,
-        distlock.lock.name = about.name.map(tracing::field::display),
-        "distlock.claim.missed");
 }

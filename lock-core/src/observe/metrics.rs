@@ -1,15 +1,19 @@
-//! Metrics through the `metrics` facade (feature `metrics`): any exporter works. Without the
-//! feature every hook is an empty function.
+//! The metrics sink: the series an [`Event`] moves, through the `metrics` facade (feature
+//! `metrics`): any exporter works. Without the feature nothing is recorded.
 //!
 //! Every metric is labelled `template=` with the request's metrics label (see
 //! [`LockRequest::metrics_label`](crate::LockRequest::metrics_label)): the key template a
-//! name was made from, never the lock's name, so the number of series stays bounded. The names are listed in the crate documentation.
+//! name was made from, never the lock's name, so the number of series stays bounded. The names are listed in the crate
+//! documentation.
 #![cfg_attr(not(feature = "metrics"), allow(dead_code))]
 
 use std::borrow::Cow;
+#[cfg(feature = "metrics")]
 use std::time::Duration;
 
+#[cfg(feature = "metrics")]
 use crate::error::LockError;
+use crate::observe::Event;
 
 /// A bounded label value: the key template a lock name was made from, or
 /// [`DEFAULT_LABEL`].
@@ -48,7 +52,7 @@ pub(crate) const HELD: &str = "distlock_held";
 
 /// Describes every series to the installed recorder (Prometheus' `# HELP` lines). Called
 /// by each client's start: a recorder installed before any client was built hears it.
-pub(crate) fn describe() {
+pub(super) fn describe() {
     #[cfg(feature = "metrics")]
     {
         use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
@@ -89,90 +93,62 @@ pub(crate) fn describe() {
     }
 }
 
-/// An acquisition ended: records its outcome, wait and contention. Re-entries, invalid
-/// input and cancelled acquisitions are not acquisitions and record nothing.
-pub(crate) fn acquisition(
+/// What `event` counts: the series it moves, labelled `label`. Events that no series
+/// counts record nothing.
+pub(super) fn observe(label: &MetricsLabel, event: &Event<'_>) {
+    #[cfg(feature = "metrics")]
+    match *event {
+        Event::AcquisitionEnded {
+            result,
+            waited,
+            contended,
+        } => acquisition(label, result, waited, contended),
+        Event::Woken { by } => record::counter(WAKEUPS, label, Some(("by", by))).increment(1),
+        Event::GrantMissed | Event::GrantSuperseded | Event::ClaimMissed => {
+            record::counter(CLAIMS_MISSED, label, None).increment(1);
+        }
+        Event::HoldStarted => record::gauge(HELD, label).increment(1.0),
+        Event::Renewed { .. } => record::counter(RENEWALS, label, None).increment(1),
+        Event::RenewalFailed { .. } => {
+            record::counter(RENEWAL_FAILURES, label, None).increment(1);
+        }
+        Event::Lost { .. } => record::counter(LOST, label, None).increment(1),
+        Event::HoldEnded { held_for, .. } => {
+            record::gauge(HELD, label).decrement(1.0);
+            record::histogram(HOLD_SECONDS, label, None).record(held_for.as_secs_f64());
+        }
+        Event::Attempt { .. }
+        | Event::GaveUp { .. }
+        | Event::Acquired { .. }
+        | Event::Reentered
+        | Event::Answered { .. }
+        | Event::Released { .. } => {}
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (label, event);
+}
+
+/// An acquisition ended: records its outcome, wait and contention. Invalid input and
+/// errors other than a timeout or an outage are not counted.
+#[cfg(feature = "metrics")]
+fn acquisition(
     label: &MetricsLabel,
     result: Result<(), &LockError>,
     waited: Duration,
     contended: bool,
 ) {
-    #[cfg(feature = "metrics")]
-    {
-        let outcome = match result {
-            Ok(()) => "acquired",
-            Err(e) if e.is_wait_timeout() => "timeout",
-            Err(e) if e.is_unavailable() => "unavailable",
-            Err(_) => return,
-        };
-        let outcome = Some(("outcome", outcome));
-        record::counter(ACQUISITIONS, label, outcome).increment(1);
-        record::histogram(WAIT_SECONDS, label, outcome).record(waited.as_secs_f64());
-        if contended {
-            record::counter(CONTENDED, label, None).increment(1);
-        }
+    let outcome = match result {
+        Ok(()) => "acquired",
+        Err(e) if e.is_wait_timeout() => "timeout",
+        Err(e) if e.is_unavailable() => "unavailable",
+        Err(_) => return,
+    };
+    let outcome = Some(("outcome", outcome));
+    record::counter(ACQUISITIONS, label, outcome).increment(1);
+    record::histogram(WAIT_SECONDS, label, outcome).record(waited.as_secs_f64());
+    if contended {
+        record::counter(CONTENDED, label, None).increment(1);
     }
-    #[cfg(not(feature = "metrics"))]
-    let _ = (label, result, waited, contended);
-}
-
-/// A hand-off's claim ran out before this client extended it.
-pub(crate) fn claim_missed(label: &MetricsLabel) {
-    #[cfg(feature = "metrics")]
-    record::counter(CLAIMS_MISSED, label, None).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = label;
-}
-
-/// A waiter woke up, `by` a `"message"` or the holder's `"ttl"`.
-pub(crate) fn woken(label: &MetricsLabel, by: &'static str) {
-    #[cfg(feature = "metrics")]
-    record::counter(WAKEUPS, label, Some(("by", by))).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (label, by);
-}
-
-/// A hold began (a fresh acquisition in Redis, not a re-entry).
-pub(crate) fn hold_started(label: &MetricsLabel) {
-    #[cfg(feature = "metrics")]
-    record::gauge(HELD, label).increment(1.0);
-    #[cfg(not(feature = "metrics"))]
-    let _ = label;
-}
-
-/// A hold ended (released or lost) after `held_for`; called once per hold.
-pub(crate) fn hold_ended(label: &MetricsLabel, held_for: Duration) {
-    #[cfg(feature = "metrics")]
-    {
-        record::gauge(HELD, label).decrement(1.0);
-        record::histogram(HOLD_SECONDS, label, None).record(held_for.as_secs_f64());
-    }
-    #[cfg(not(feature = "metrics"))]
-    let _ = (label, held_for);
-}
-
-/// Redis confirmed a renewal of one lock.
-pub(crate) fn renewed(label: &MetricsLabel) {
-    #[cfg(feature = "metrics")]
-    record::counter(RENEWALS, label, None).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = label;
-}
-
-/// A renewal of one lock got no answer (Redis error or timeout).
-pub(crate) fn renewal_failed(label: &MetricsLabel) {
-    #[cfg(feature = "metrics")]
-    record::counter(RENEWAL_FAILURES, label, None).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = label;
-}
-
-/// A hold was lost.
-pub(crate) fn lost(label: &MetricsLabel) {
-    #[cfg(feature = "metrics")]
-    record::counter(LOST, label, None).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = label;
 }
 
 /// Registration with the current recorder, as the `metrics` macros do, but with the keys of
