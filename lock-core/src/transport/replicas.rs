@@ -15,14 +15,14 @@
 //! What is learned is forgotten when the command connection is lost (it reconnects, maybe
 //! elsewhere), when the Sentinels' master changes, and when an acquisition was refused for
 //! want of an acknowledgement (the master may have lost its replicas for good): the next
-//! acquisition asks again. A Cluster's shards are also read again in the background every
-//! [`CLUSTER_REFRESH`] while acquisitions use them, as Redisson scans a Cluster's topology:
-//! the cluster client follows failovers and resharding without the client seeing them, and a
-//! replica that joins (a failed master back as a replica, say) is listed only once it synced.
+//! acquisition asks again. It is also asked again in the background every [`REFRESH`]
+//! while acquisitions use it, as Redisson scans a Cluster's topology: a replica that joins
+//! a master after the client asked (one an operator adds, a failed master back as a
+//! replica) is listed only once it synced, and the cluster client follows failovers and
+//! resharding without the client seeing them. An acquisition never waits for that
+//! question; between two of them, a replica that just joined is not waited for.
 
-use std::sync::atomic::AtomicBool;
-#[cfg(feature = "cluster")]
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -34,10 +34,9 @@ use crate::error::{bounded, LockError};
 use crate::protocol::name::LockName;
 use crate::transport::backend::Conn;
 
-/// How long a Cluster's shards, as read, serve acquisitions before they are read again (in
-/// the background: the acquisition that finds them this old does not wait for it).
-#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-pub(crate) const CLUSTER_REFRESH: Duration = Duration::from_secs(5);
+/// How long what was learned serves acquisitions before it is asked again (in the
+/// background: the acquisition that finds it this old does not wait for the answer).
+pub(crate) const REFRESH: Duration = Duration::from_secs(5);
 
 /// How a client asks about replicas, per topology (Redlock: not at all).
 pub(crate) enum Probe {
@@ -100,8 +99,7 @@ pub(crate) struct ReplicaView {
     learned: Mutex<Option<Learned>>,
     /// Held while asking: acquisitions that find nothing learned share one question.
     asking: tokio::sync::Mutex<()>,
-    /// Set while a Cluster's shards are read again in the background.
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    /// Set while the replicas are asked again in the background.
     refreshing: AtomicBool,
     /// Bound on each question (the command timeout).
     timeout: Duration,
@@ -111,8 +109,7 @@ struct Learned {
     /// The command connection's [`Conn::epoch`] when this was learned.
     epoch: u64,
     replicas: Replicas,
-    /// When it was learned (a Cluster's shards are read again after a while).
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    /// When it was learned (asked again after [`REFRESH`]).
     at: Instant,
 }
 
@@ -133,17 +130,13 @@ impl ReplicaView {
     }
 
     /// The replicas of the master serving `key`, if known for the current topology:
-    /// without a round trip. A Cluster's shards read [`CLUSTER_REFRESH`] ago or more are
-    /// read again in the background meanwhile.
+    /// without a round trip. Learned [`REFRESH`] ago or more, they are asked again in the
+    /// background meanwhile.
     pub(crate) fn known(self: &Arc<Self>, key: &[u8]) -> Option<usize> {
         let epoch = self.conn.epoch();
         let learned = self.learned();
         let learned = learned.as_ref().filter(|l| l.epoch == epoch)?;
-        #[cfg(feature = "cluster")]
-        if matches!(learned.replicas, Replicas::Shards(_))
-            && learned.at.elapsed() >= CLUSTER_REFRESH
-            && !self.refreshing.swap(true, Ordering::AcqRel)
-        {
+        if learned.at.elapsed() >= REFRESH && !self.refreshing.swap(true, Ordering::AcqRel) {
             self.refresh_in_background();
         }
         Some(learned.replicas.serving(key))
@@ -181,9 +174,8 @@ impl ReplicaView {
         });
     }
 
-    /// Reads a Cluster's shards again, in a task of its own; what was known serves until
-    /// then (and after a failure, for another [`CLUSTER_REFRESH`]).
-    #[cfg(feature = "cluster")]
+    /// Asks again, in a task of its own; what was known serves until then (and after a
+    /// failure, for another [`REFRESH`]).
     fn refresh_in_background(self: &Arc<Self>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             self.refreshing.store(false, Ordering::Release);
@@ -191,13 +183,13 @@ impl ReplicaView {
         };
         let view = Arc::clone(self);
         runtime.spawn(async move {
-            let name = LockName::from("(cluster replicas)");
+            let name = LockName::from("(replicas)");
             let _asking = view.asking.lock().await;
             let epoch = view.conn.epoch();
             match view.ask(&name).await {
                 Ok(replicas) => view.store(epoch, replicas),
                 Err(error) => {
-                    tracing::debug!(%error, "reading the Cluster's replicas again failed");
+                    tracing::debug!(%error, "asking for the masters' replicas again failed");
                     if let Some(learned) = view.learned().as_mut() {
                         learned.at = Instant::now();
                     }
