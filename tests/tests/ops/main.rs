@@ -1,11 +1,13 @@
-//! Operating locks: inspect, list and force-release, metrics, the oversell demo, what the
-//! examples and the CLI say without a Redis, and the guide's links from the repository.
+//! Operating locks: inspect, list and force-release, metrics, spans, that no event names a
+//! lock without the opt-in, the oversell demo, what the examples and the CLI say without a
+//! Redis, and the guide's links from the repository.
 //!
 //! One test target per area, so the heavy dependencies link a few times; each module is one
 //! concern.
 
 mod guide_links;
 mod inspect;
+mod name_leaks;
 mod no_redis;
 mod otel;
 mod oversell_demo;
