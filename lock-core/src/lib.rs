@@ -182,13 +182,12 @@ pub use client::default::{default_client, set_default_client};
 pub use client::handle::LockClient;
 pub use client::replica_ack::ReplicaAck;
 pub use error::LockError;
+pub use lock::current_lock::{current_lock, with_lock_info, LockInfo, WithLockInfo};
 pub use lock::guard::{LockGuard, Lost, Release};
 pub use lock::guarded_run::{Guarded, GuardedRun, OnLost};
 pub use lock::multi::{MultiLockGuard, MultiLockRequest, MultiLost};
 pub use lock::request::LockRequest;
-pub use lock::scope::{
-    current_lock, scope, with_lock_info, InScope, LockInfo, OwnerScope, WithLockInfo,
-};
+pub use lock::scope::{scope, InScope, OwnerScope};
 pub use lock_template::{encode_value, TemplateError};
 pub use protocol::holder::HolderInfo;
 pub use protocol::kind::mode::LockMode;

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::election::leader::{self, Leader};
 use crate::error::LockError;
 use crate::lock::engine::Engine;
-use crate::lock::scope::next_owner_number;
+use crate::lock::identity::next_owner_number;
 use crate::observe;
 use crate::protocol::name::{LockKeys, LockName};
 use crate::transport::waiters::Subscription;

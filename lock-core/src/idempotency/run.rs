@@ -175,7 +175,7 @@ where
     };
     let info = in_flight.guard().info();
     let lost = in_flight.lost();
-    let work = crate::lock::scope::with_lock_info(info, work);
+    let work = crate::lock::current_lock::with_lock_info(info, work);
     let output = tokio::select! {
         biased;
         output = work => output,

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::error::LockError;
+use crate::lock::current_lock::LockInfo;
 use crate::lock::guard::{LockGuard, Lost};
 use crate::lock::guarded_run::Guarded;
 use crate::lock::held::finish_in_background;
-use crate::lock::scope::LockInfo;
 use crate::observe;
 use crate::protocol::fleet;
 

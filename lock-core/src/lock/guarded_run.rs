@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 
 use crate::error::LockError;
-use crate::lock::scope::{with_lock_info, LockInfo, WithLockInfo};
+use crate::lock::current_lock::{with_lock_info, LockInfo, WithLockInfo};
 use crate::observe;
 
 /// A hold that work can run under: a [`LockGuard`](crate::LockGuard) or a

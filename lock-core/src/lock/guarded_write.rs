@@ -5,9 +5,9 @@
 use redis::{FromRedisValue, Pipeline};
 
 use crate::error::LockError;
+use crate::lock::current_lock::LockInfo;
 use crate::lock::guard::LockGuard;
 use crate::lock::held::Held;
-use crate::lock::scope::LockInfo;
 #[cfg(feature = "cluster")]
 use crate::protocol::write_commands::SameSlot;
 use crate::protocol::write_commands::{guarded_write, GuardedReply};

@@ -3,6 +3,7 @@
 //! queued waits — until it becomes the [`Held`](super::held::Held) hold's own.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +31,17 @@ pub(crate) struct HoldIdentity {
     pub(crate) meta: Arc<str>,
     /// The metrics label (see [`LockRequest::metrics_label`](crate::LockRequest::metrics_label)).
     pub(crate) label: MetricsLabel,
+}
+
+/// Owner numbers are unique in the process; with the client's UUID they make Redis owner ids
+/// (`<uuid>:<number>`, Redisson's form). Each acquisition in Redis gets its own: reentrancy
+/// is counted in the caller's [scope](super::scope), so two holds in Redis never share an
+/// owner.
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+
+/// The next owner number (see [`owner_id`]).
+pub(crate) fn next_owner_number() -> u64 {
+    NEXT_OWNER.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The Redis owner id `<client id>:<number>` (Redisson's `<id>:<thread>`), with Redisson's

@@ -15,7 +15,8 @@
 //!    topology fan-out and timeouts, through which every call reaches Redis
 //!    ([`crate::protocol`] builds the calls).
 //!
-//! Beside them: running work under a hold ([`guarded_run`]), multi-locks ([`multi`]),
+//! Beside them: running work under a hold ([`guarded_run`]) as the [`current_lock`],
+//! multi-locks ([`multi`]),
 //! guarded writes ([`guarded_write`]), replica acknowledgement ([`replicas`]) and
 //! local-clock arithmetic ([`time`]). The client façade ([`crate::client`]) holds an engine
 //! and its holds; this module never depends on it.
@@ -23,6 +24,7 @@
 pub(crate) mod acquire;
 pub(crate) mod claim;
 pub(crate) mod config;
+pub(crate) mod current_lock;
 pub(crate) mod engine;
 pub(crate) mod guard;
 pub(crate) mod guarded_run;

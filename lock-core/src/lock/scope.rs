@@ -1,4 +1,4 @@
-//! Reentrancy owner scopes and the task-local "current lock".
+//! Reentrancy owner scopes.
 //!
 //! An owner scope is one logical caller: the macro opens one per call, the tower layer one
 //! per request. Inside it, taking a lock the scope already holds succeeds at once with the
@@ -9,28 +9,16 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 use tokio::task::futures::TaskLocalFuture;
 
 use crate::lock::held::Held;
-use crate::protocol::name::LockName;
 
 tokio::task_local! {
     static SCOPE: Arc<Scope>;
-    static CURRENT: LockInfo;
-}
-
-/// Owner numbers are unique in the process; with the client's UUID they make Redis owner ids
-/// (`<uuid>:<number>`, Redisson's form). Each acquisition in Redis gets its own: reentrancy
-/// is counted in the scope, so two holds in Redis never share an owner.
-static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
-
-pub(crate) fn next_owner_number() -> u64 {
-    NEXT_OWNER.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A held lock in a scope: the client's id and the lock's Redis key.
@@ -192,137 +180,6 @@ pub async fn scope<F: Future>(fut: F) -> F::Output {
     OwnerScope::current_or_new().enter(fut).await
 }
 
-/// The name and fencing token of a held lock, and a handle on the hold for
-/// [guarded writes](Self::write). Equal when name and token are.
-#[derive(Clone)]
-pub struct LockInfo {
-    name: LockName,
-    token: u64,
-    /// The hold, while it lasts: the info does not keep it alive.
-    held: Weak<Held>,
-}
-
-impl PartialEq for LockInfo {
-    fn eq(&self, other: &Self) -> bool {
-        (&self.name, self.token) == (&other.name, other.token)
-    }
-}
-
-impl Eq for LockInfo {}
-
-impl fmt::Debug for LockInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockInfo")
-            .field("name", &self.name)
-            .field("token", &self.token)
-            .finish_non_exhaustive()
-    }
-}
-
-impl LockInfo {
-    #[cfg(test)]
-    pub(crate) fn new(name: LockName, token: u64) -> Self {
-        Self {
-            name,
-            token,
-            held: Weak::new(),
-        }
-    }
-
-    /// The info of `held`.
-    pub(crate) fn of(held: &Arc<Held>) -> Self {
-        Self {
-            name: held.name.clone(),
-            token: held.token,
-            held: Arc::downgrade(held),
-        }
-    }
-
-    /// The hold, unless it has ended here.
-    pub(crate) fn held(&self) -> Option<Arc<Held>> {
-        self.held.upgrade()
-    }
-
-    /// The lock's name.
-    pub fn name(&self) -> &LockName {
-        &self.name
-    }
-
-    /// The fencing token of this hold (see [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)).
-    pub fn fencing_token(&self) -> u64 {
-        self.token
-    }
-}
-
-/// The innermost lock held by [`LockRequest::run`](crate::LockRequest::run) (and so by the
-/// `#[distributed_lock]` macro and the tower layer) around the current task.
-///
-/// ```no_run
-/// # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
-/// client.lock("invoice_9").run(async {
-///     let token = lock_core::current_lock().expect("inside run").fencing_token();
-///     println!("writing with fencing token {token}");
-/// }).await?;
-/// # Ok(()) }
-/// ```
-pub fn current_lock() -> Option<LockInfo> {
-    CURRENT.try_with(Clone::clone).ok()
-}
-
-/// Runs `fut` with [`current_lock`] returning `info` inside it (and in nothing it spawns).
-///
-/// [`LockRequest::run`](crate::LockRequest::run) uses it around the guarded work; call it
-/// yourself when you hold a [`LockGuard`](crate::LockGuard) around work that should see it
-/// (`with_lock_info(guard.info(), work)`), as the tower layer does. It only sets what
-/// `current_lock` answers: it neither takes nor proves the lock, and an [`OwnerScope`] is
-/// what makes nested acquisitions re-enter. Nested calls shadow the outer `info` until the
-/// inner future yields.
-///
-/// ```no_run
-/// # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
-/// use lock_core::{current_lock, with_lock_info};
-///
-/// let guard = client.lock("invoice_9").await?;
-/// let work = async { current_lock().map(|lock| lock.fencing_token()) };
-/// let token = with_lock_info(guard.info(), work).await;
-/// assert_eq!(token, Some(guard.fencing_token()));
-/// guard.release().await?;
-/// # Ok(()) }
-/// ```
-///
-/// # Cancel safety
-/// Dropping the returned future drops `fut` and has no other effect.
-pub fn with_lock_info<F: Future>(info: LockInfo, fut: F) -> WithLockInfo<F> {
-    WithLockInfo {
-        inner: CURRENT.scope(info, fut),
-    }
-}
-
-pin_project! {
-    /// A future that sees a [`LockInfo`] as its [`current_lock`]; made by [`with_lock_info`].
-    ///
-    /// It is `fut` plus the info: no allocation, `Send` when `fut` is.
-    #[must_use = "futures do nothing unless polled"]
-    pub struct WithLockInfo<F> {
-        #[pin]
-        inner: TaskLocalFuture<LockInfo, F>,
-    }
-}
-
-impl<F: Future> Future for WithLockInfo<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.project().inner.poll(cx)
-    }
-}
-
-impl<F> fmt::Debug for WithLockInfo<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WithLockInfo").finish_non_exhaustive()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,20 +215,5 @@ mod tests {
         assert!(Arc::ptr_eq(&nested.scope, &owner.scope));
         let fresh = scope(async { current_scope() }).await.expect("in scope");
         assert!(!Arc::ptr_eq(&fresh, &owner.scope));
-    }
-
-    #[tokio::test]
-    async fn lock_info_nests_and_is_restored() {
-        let outer = LockInfo::new(LockName::from("outer"), 1);
-        let inner = LockInfo::new(LockName::from("inner"), 2);
-        assert_eq!(current_lock(), None);
-        let seen = with_lock_info(outer.clone(), async {
-            let before = current_lock();
-            let nested = with_lock_info(inner.clone(), async { current_lock() }).await;
-            (before, nested, current_lock())
-        })
-        .await;
-        assert_eq!(seen, (Some(outer.clone()), Some(inner), Some(outer)));
-        assert_eq!(current_lock(), None);
     }
 }

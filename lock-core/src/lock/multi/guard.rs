@@ -8,9 +8,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::error::LockError;
+use crate::lock::current_lock::LockInfo;
 use crate::lock::guard::{LockGuard, Lost};
 use crate::lock::guarded_run::Guarded;
-use crate::lock::scope::LockInfo;
 use crate::protocol::name::LockName;
 
 /// Releases `guards` last first: the releases start in that order and are in flight
