@@ -139,8 +139,25 @@ pub async fn library_loads(conn: &mut MultiplexedConnection) -> u64 {
     calls.get("function|load").copied().unwrap_or(0)
 }
 
-/// The name of this client's library, which carries its version.
-pub const LIBRARY_NAME: &str = "distlock_4";
+/// The name of this client's library, which carries its version: the first line of the
+/// library's text names it (`#!lua name=<name>`).
+pub const LIBRARY_NAME: &str = library_name(lock_core::ops::FUNCTIONS_SOURCE);
+
+/// The library's name in `source`'s first line, `#!lua name=<name>`.
+const fn library_name(source: &'static str) -> &'static str {
+    let shebang = b"#!lua name=";
+    let bytes = source.as_bytes();
+    let mut end = shebang.len();
+    while bytes[end] != b'\n' {
+        end += 1;
+    }
+    let (line, _) = bytes.split_at(end);
+    let (_, name) = line.split_at(shebang.len());
+    match std::str::from_utf8(name) {
+        Ok(name) => name,
+        Err(_) => panic!("the library's name is UTF-8"),
+    }
+}
 
 /// True when the server has distlock's library, of this client's version.
 pub async fn has_library(conn: &mut MultiplexedConnection) -> bool {

@@ -506,18 +506,8 @@ impl Attempter<'_> {
             self.ended.clone(),
             self.name.clone(),
         );
-        let HoldIdentity {
-            keys,
-            owner,
-            capacity,
-            lease,
-            ..
-        } = &self.identity;
-        let publish = engine.config.publish;
-        let undo = Arc::new(lock_calls::release(
-            keys, owner, *lease, publish, None, *capacity,
-        ));
-        let lease = *lease;
+        let undo = Arc::new(self.identity.release_call(engine.config.publish, false));
+        let lease = self.identity.lease;
         move |node, answer| {
             let granted = matches!(answer, Ok(AcquireReply::Acquired { .. }));
             if !granted || !ended.is_cancelled() {

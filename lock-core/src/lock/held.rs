@@ -14,7 +14,6 @@ use crate::lock::identity::HoldIdentity;
 use crate::lock::quorum::Renewal;
 use crate::lock::time::{drift, later};
 use crate::observe::{self, observe, Event, Subject};
-use crate::protocol::lock_calls;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::ReleaseReply;
 
@@ -278,15 +277,9 @@ impl Held {
 
     /// The release in Redis of a hold that [ended locally](Self::end_locally).
     async fn delete_in_redis(self: Arc<Self>) -> Result<(), LockError> {
-        let publish = self.engine.config.publish;
-        let HoldIdentity {
-            keys,
-            owner,
-            capacity,
-            lease,
-            ..
-        } = &self.identity;
-        let call = lock_calls::release(keys, owner, *lease, publish, None, *capacity);
+        let call = self
+            .identity
+            .release_call(self.engine.config.publish, false);
         // A Redlock hold missing from a majority was lost (another owner could take the
         // majority): the release must say so, not answer Ok at the first node that had it
         // (found by distlock-verify's honesty checker: a force release raced an acquisition,

@@ -8,8 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::observe::MetricsLabel;
+use crate::protocol::fcall::Call;
 use crate::protocol::kind::mode::LockMode;
+use crate::protocol::lock_calls;
+use crate::protocol::messages::Publish;
 use crate::protocol::name::LockKeys;
+use crate::protocol::replies::ReleaseReply;
 
 /// A hold's identity: the arguments that every call about it (acquire, leave the queue,
 /// renew, release) repeats, and its metrics label. Built once per acquisition (per name of
@@ -31,6 +35,17 @@ pub(crate) struct HoldIdentity {
     pub(crate) meta: Arc<str>,
     /// The metrics label (see [`LockRequest::metrics_label`](crate::LockRequest::metrics_label)).
     pub(crate) label: MetricsLabel,
+}
+
+impl HoldIdentity {
+    /// The call that releases this hold in Redis (handing the lock on, announced as
+    /// `publish` says); when `leave_queue`, it also takes this identity's entry out of the
+    /// queue if it holds nothing (the entry names the metadata its attempts sent).
+    pub(crate) fn release_call(&self, publish: Publish, leave_queue: bool) -> Call<ReleaseReply> {
+        let queued_meta = leave_queue.then_some(&*self.meta);
+        let (keys, owner, lease, capacity) = (&self.keys, &self.owner, self.lease, self.capacity);
+        lock_calls::release(keys, owner, lease, publish, queued_meta, capacity)
+    }
 }
 
 /// Owner numbers are unique in the process; with the client's UUID they make Redis owner ids

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use crate::lock::engine::Engine;
 use crate::lock::identity::HoldIdentity;
 use crate::observe;
-use crate::protocol::lock_calls;
 use crate::protocol::name::LockName;
 use crate::protocol::replies::ReleaseReply;
 
@@ -58,24 +57,15 @@ impl Drop for Pending<'_> {
 
 /// Takes `identity` out of its lock's queue, and releases (handing on) a hold it has there.
 pub(crate) async fn leave(engine: &Engine, identity: &HoldIdentity) {
-    let HoldIdentity {
-        keys,
-        owner,
-        capacity,
-        lease,
-        meta,
-        label,
-    } = identity;
-    let name = LockName::from(keys.lock());
-    let publish = engine.config.publish;
-    let call = lock_calls::release(keys, owner, *lease, publish, Some(meta), *capacity);
-    for answer in engine.call_each(&name, *lease, call).await {
+    let name = LockName::from(identity.keys.lock());
+    let call = identity.release_call(engine.config.publish, true);
+    for answer in engine.call_each(&name, identity.lease, call).await {
         match answer {
             Ok(ReleaseReply::NotHeld) => {}
             Ok(_) => {
                 let names = engine.config.trace_names;
                 tracing::debug!(
-                    distlock.lock.template = &**label,
+                    distlock.lock.template = &*identity.label,
                     distlock.lock.name = observe::name(&name, names),
                     "released a hold whose acquisition was not seen"
                 );

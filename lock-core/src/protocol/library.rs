@@ -13,7 +13,7 @@
 //! side (a rolling upgrade). Any change to the text takes a new version, written once, in
 //! [`library!`]: the test `the_library_text_is_pinned_to_its_version` fails until it has one.
 
-use crate::protocol::kind::mode::mode_letter;
+use crate::protocol::kind::mode::{mode_letter, LockMode};
 
 /// Spells a name of this version's library, as a literal: `library!()` is the library's
 /// name, `library!("acquire")` a function's. The one place the version is written: the
@@ -188,6 +188,41 @@ macro_rules! lua_registrations {
 
 functions!(function_enum);
 
+/// What a hold of every kind does through a function of its own kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Operation {
+    /// Take a hold, or queue for it.
+    Acquire,
+    /// End a hold (handing on), or leave the queue.
+    Release,
+    /// Write a hold again, for `WAIT`.
+    Touch,
+    /// An operator's release of every holder.
+    ForceRelease,
+}
+
+impl Function {
+    /// The function a hold of `kind` runs for `operation`: the table's lines by kind
+    /// (readers and writers share the read-write lock's).
+    pub(crate) fn of(operation: Operation, kind: LockMode) -> Self {
+        use LockMode::{Exclusive, Permit, Read, Write};
+        match (operation, kind) {
+            (Operation::Acquire, Exclusive) => Self::Acquire,
+            (Operation::Acquire, Read | Write) => Self::RwAcquire,
+            (Operation::Acquire, Permit) => Self::SemAcquire,
+            (Operation::Release, Exclusive) => Self::Release,
+            (Operation::Release, Read | Write) => Self::RwRelease,
+            (Operation::Release, Permit) => Self::SemRelease,
+            (Operation::Touch, Exclusive) => Self::Touch,
+            (Operation::Touch, Read | Write) => Self::RwTouch,
+            (Operation::Touch, Permit) => Self::SemTouch,
+            (Operation::ForceRelease, Exclusive) => Self::ForceRelease,
+            (Operation::ForceRelease, Read | Write) => Self::RwForceRelease,
+            (Operation::ForceRelease, Permit) => Self::SemForceRelease,
+        }
+    }
+}
+
 /// A line `local NAME = 'value'` of Lua, as a literal.
 macro_rules! lua_local {
     ($name:literal, $($value:tt)+) => {
@@ -243,7 +278,6 @@ pub(crate) const CLUSTER_SUFFIX: &str = cluster_suffix!();
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::kind::mode::LockMode;
     use crate::protocol::kind::{
         CLAIM_MS, FENCE_PREFIX, GRANTS_PREFIX, HOLDERS_PREFIX, WAITER_TTL_MS,
     };
@@ -310,6 +344,32 @@ mod tests {
                 reply.code().to_string(),
                 "{screaming}"
             );
+        }
+    }
+
+    /// Each kind runs a function of its own for each operation — the line of the table
+    /// whose name says its kind (`rw_`, `sem_`, none for the exclusive lock) — and readers
+    /// and writers share the read-write lock's.
+    #[test]
+    fn each_kind_runs_its_own_function() {
+        use Operation::{Acquire, ForceRelease, Release, Touch};
+        for operation in [Acquire, Release, Touch, ForceRelease] {
+            let of = |kind| Function::of(operation, kind);
+            assert_eq!(of(LockMode::Read), of(LockMode::Write));
+            let exclusive = of(LockMode::Exclusive)
+                .name()
+                .strip_prefix(library!(""))
+                .unwrap();
+            let rw = of(LockMode::Read)
+                .name()
+                .strip_prefix(library!(""))
+                .unwrap();
+            let sem = of(LockMode::Permit)
+                .name()
+                .strip_prefix(library!(""))
+                .unwrap();
+            assert_eq!(rw, format!("rw_{exclusive}"), "{operation:?}");
+            assert_eq!(sem, format!("sem_{exclusive}"), "{operation:?}");
         }
     }
 

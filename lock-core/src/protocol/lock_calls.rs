@@ -1,12 +1,12 @@
 //! The calls of one lock's operations: each builds its function's keys and arguments in one
-//! place, in the order the function's first lines name them (see `library/`), and picks
-//! the function of the lock's kind.
+//! place, in the order the function's first lines name them (see `library/`); the table
+//! of functions picks the function of the lock's kind ([`Function::of`]).
 
 use std::time::Duration;
 
 use crate::protocol::fcall::{Arg, Call};
 use crate::protocol::kind::mode::LockMode;
-use crate::protocol::library::Function;
+use crate::protocol::library::{Function, Operation};
 use crate::protocol::messages::Publish;
 use crate::protocol::name::LockKeys;
 use crate::protocol::replies::{
@@ -33,39 +33,18 @@ pub(crate) fn acquire(
     publish: Publish,
     capacity: u32,
 ) -> Call<AcquireReply> {
-    let common = [
-        Arg::Int(millis(lease)),
-        Arg::Str(owner),
-        Arg::Str(meta),
-        Arg::Int(millis(waiter_ttl)),
-        Arg::Str(publish.command()),
-    ];
-    let [lease, owner, meta, ttl, publish] = common;
-    match keys.mode() {
-        LockMode::Exclusive => on_lock(Function::Acquire, keys, &common),
-        LockMode::Read => on_lock(
-            Function::RwAcquire,
-            keys,
-            &[lease, owner, meta, ttl, publish, Arg::Str("read")],
-        ),
-        LockMode::Write => on_lock(
-            Function::RwAcquire,
-            keys,
-            &[lease, owner, meta, ttl, publish, Arg::Str("write")],
-        ),
-        LockMode::Permit => on_lock(
-            Function::SemAcquire,
-            keys,
-            &[
-                lease,
-                owner,
-                meta,
-                ttl,
-                publish,
-                Arg::Int(u64::from(capacity)),
-            ],
-        ),
-    }
+    let kind = keys.mode();
+    // The kind's own: a read-write lock's side, a semaphore's capacity.
+    let own = (kind.side().map(Arg::Str)).or_else(|| permits(kind, capacity));
+    let (args, sent) = present([
+        Some(Arg::Int(millis(lease))),
+        Some(Arg::Str(owner)),
+        Some(Arg::Str(meta)),
+        Some(Arg::Int(millis(waiter_ttl))),
+        Some(Arg::Str(publish.command())),
+        own,
+    ]);
+    on_lock(Function::of(Operation::Acquire, kind), keys, &args[..sent])
 }
 
 /// A RELEASE call of the keys' kind: releases `owner`'s hold; with `queued_meta` (the
@@ -79,40 +58,26 @@ pub(crate) fn release(
     queued_meta: Option<&str>,
     capacity: u32,
 ) -> Call<ReleaseReply> {
-    let (owner, lease, publish) = (
-        Arg::Str(owner),
-        Arg::Int(millis(lease)),
-        Arg::Str(publish.command()),
-    );
+    let kind = keys.mode();
     // Without `queued_meta` the function reads its last argument as nil.
-    let meta = Arg::Str(queued_meta.unwrap_or_default());
-    let sent = |all: usize| if queued_meta.is_some() { all } else { all - 1 };
-    match keys.mode() {
-        LockMode::Exclusive => {
-            let args = [owner, lease, publish, meta];
-            on_lock(Function::Release, keys, &args[..sent(4)])
-        }
-        LockMode::Read | LockMode::Write => {
-            let args = [owner, lease, publish, meta];
-            on_lock(Function::RwRelease, keys, &args[..sent(4)])
-        }
-        LockMode::Permit => {
-            let args = [owner, lease, publish, Arg::Int(u64::from(capacity)), meta];
-            on_lock(Function::SemRelease, keys, &args[..sent(5)])
-        }
-    }
+    let (args, sent) = present([
+        Some(Arg::Str(owner)),
+        Some(Arg::Int(millis(lease))),
+        Some(Arg::Str(publish.command())),
+        permits(kind, capacity),
+        queued_meta.map(Arg::Str),
+    ]);
+    on_lock(Function::of(Operation::Release, kind), keys, &args[..sent])
 }
 
 /// A TOUCH call of the keys' kind: writes `owner`'s hold again (for `WAIT`); answers its
 /// TTL in ms, 0 when `owner` does not hold it.
 pub(crate) fn touch(keys: &LockKeys, owner: &str, lease: Duration) -> Call<i64> {
-    let (owner, lease) = (Arg::Str(owner), Arg::Int(millis(lease)));
-    match keys.mode() {
-        LockMode::Exclusive => on_lock(Function::Touch, keys, &[owner, lease]),
-        LockMode::Read | LockMode::Write => on_lock(Function::RwTouch, keys, &[owner, lease]),
-        // A permit keeps the expiry it was granted.
-        LockMode::Permit => on_lock(Function::SemTouch, keys, &[owner]),
-    }
+    let kind = keys.mode();
+    // A permit keeps the expiry it was granted.
+    let lease = (kind != LockMode::Permit).then_some(Arg::Int(millis(lease)));
+    let (args, sent) = present([Some(Arg::Str(owner)), lease]);
+    on_lock(Function::of(Operation::Touch, kind), keys, &args[..sent])
 }
 
 /// A FENCE_FLOOR call (answers 1): the floor lasts `lease`. Redlock only, so exclusive.
@@ -123,11 +88,7 @@ pub(crate) fn fence_floor(keys: &LockKeys, token: u64, lease: Duration) -> Call<
 
 /// A FORCE_RELEASE call of the keys' kind.
 pub(crate) fn force_release(keys: &LockKeys, publish: Publish) -> Call<ReleaseReply> {
-    let function = match keys.mode() {
-        LockMode::Exclusive => Function::ForceRelease,
-        LockMode::Read | LockMode::Write => Function::RwForceRelease,
-        LockMode::Permit => Function::SemForceRelease,
-    };
+    let function = Function::of(Operation::ForceRelease, keys.mode());
     on_lock(function, keys, &[Arg::Str(publish.command())])
 }
 
@@ -176,6 +137,24 @@ pub(crate) fn multi_acquire(
     Call::new(Function::MultiAcquire, false, keys, &args)
 }
 
+/// A semaphore's capacity as its caller sees it, which its functions take; the other kinds
+/// have none.
+fn permits(kind: LockMode, capacity: u32) -> Option<Arg<'static>> {
+    (kind == LockMode::Permit).then_some(Arg::Int(u64::from(capacity)))
+}
+
+/// The arguments that are there, in their order, and how many: a call's arguments that
+/// depend on its kind, without a `Vec`.
+fn present<const N: usize>(args: [Option<Arg<'_>>; N]) -> ([Arg<'_>; N], usize) {
+    let mut out = [Arg::Int(0); N];
+    let mut sent = 0;
+    for arg in args.into_iter().flatten() {
+        out[sent] = arg;
+        sent += 1;
+    }
+    (out, sent)
+}
+
 /// Milliseconds for Redis arguments (leases are validated to fit).
 pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -185,6 +164,16 @@ pub(crate) fn millis(d: Duration) -> u64 {
 mod tests {
     use super::*;
     use crate::protocol::kind::mode::LockMode;
+    use crate::protocol::library::CLUSTER_SUFFIX;
+
+    /// A function's name as a call's word, and its Cluster variant's.
+    fn word(function: Function) -> Vec<u8> {
+        function.name().as_bytes().to_vec()
+    }
+
+    fn cluster_word(function: Function) -> Vec<u8> {
+        format!("{}{CLUSTER_SUFFIX}", function.name()).into_bytes()
+    }
 
     #[test]
     fn a_call_names_its_function_keys_and_arguments() {
@@ -194,7 +183,7 @@ mod tests {
             call.words(),
             [
                 &b"FCALL"[..],
-                b"distlock_4_touch",
+                &word(Function::Touch),
                 b"3",
                 b"p:k",
                 b"distlock__wait:{p:k}",
@@ -208,7 +197,7 @@ mod tests {
             inspect.words(),
             [
                 &b"FCALL_RO"[..],
-                b"distlock_4_inspect",
+                &word(Function::Inspect),
                 b"2",
                 b"p:k",
                 b"distlock__semwait:{p:k}"
@@ -222,17 +211,12 @@ mod tests {
         let plain = LockKeys::for_key(b"p:k", LockMode::Exclusive, false);
         let sharded = plain.clone().sharded(true);
         let name = |call: &Call<i64>| call.words()[1].to_vec();
-        assert_eq!(
-            name(&touch(&plain, "u:1", Duration::ZERO)),
-            b"distlock_4_touch"
-        );
-        assert_eq!(
-            name(&touch(&sharded, "u:1", Duration::ZERO)),
-            b"distlock_4_touch_cluster"
-        );
+        let touch_of = |keys| touch(keys, "u:1", Duration::ZERO);
+        assert_eq!(name(&touch_of(&plain)), word(Function::Touch));
+        assert_eq!(name(&touch_of(&sharded)), cluster_word(Function::Touch));
         let renewed = |keys: &LockKeys| renew([(keys, "u:1", Duration::ZERO)]).words()[1].to_vec();
-        assert_eq!(renewed(&plain), b"distlock_4_renew");
-        assert_eq!(renewed(&sharded), b"distlock_4_renew_cluster");
+        assert_eq!(renewed(&plain), word(Function::Renew));
+        assert_eq!(renewed(&sharded), cluster_word(Function::Renew));
     }
 
     /// A release that is not leaving the queue sends no metadata: nil in Lua.
@@ -259,6 +243,6 @@ mod tests {
             1,
         );
         assert_eq!(call.words().last(), Some(&&b"read"[..]));
-        assert_eq!(call.words()[1], b"distlock_4_rw_acquire");
+        assert_eq!(call.words()[1], word(Function::RwAcquire));
     }
 }

@@ -190,7 +190,7 @@ mod tests {
             .arg("x");
         let call = guarded_write(&keys(LockMode::Exclusive), "u:1", 17, &pipe, None).unwrap();
         let words = call.words();
-        assert_eq!(words[1], b"distlock_4_guarded_write");
+        assert_eq!(words[1], Function::GuardedWrite.name().as_bytes());
         assert_eq!(words[2], b"3", "the lock and two written keys");
         assert_eq!(
             words[3..6],

@@ -2,8 +2,8 @@
 //! read-write lock and a semaphore's permit — as methods of [`LockMode`], each an
 //! exhaustive `match`: a new kind is a new variant, and the compiler lists every Rust place
 //! that must handle it — these methods, [`LockMode::letter`] (and the arms of
-//! [`mode_letter!`](mode::mode_letter)), and the calls that pick a function by kind in
-//! [`lock_calls`](crate::protocol::lock_calls) and [`write_commands`](crate::protocol::write_commands).
+//! [`mode_letter!`](mode::mode_letter)), and the kinds' lines of the table of functions
+//! ([`Function::of`](crate::protocol::library::Function::of)).
 //!
 //! The compiler does not see the Lua side. A new kind's functions are Lua in a file of its
 //! own under `library/` and lines of the table in [`library`](crate::protocol::library);
@@ -84,6 +84,15 @@ impl LockMode {
             Self::Exclusive | Self::Read | Self::Write => fenced.then_some(FENCE_PREFIX),
         };
         std::iter::once(self.queue_prefix()).chain(third)
+    }
+
+    /// The side a read-write lock's ACQUIRE is told it takes (`read`, `write`); `None` for
+    /// the kinds of one side.
+    pub(crate) fn side(self) -> Option<&'static str> {
+        match self {
+            Self::Read | Self::Write => Some(self.as_str()),
+            Self::Exclusive | Self::Permit => None,
+        }
     }
 
     /// The Redis type of its key (`TYPE`).
