@@ -28,6 +28,8 @@ struct Shared {
     settings: watch::Sender<Settings>,
     refuse: AtomicBool,
     drop_next_reply: AtomicBool,
+    /// Replies discarded by [`TcpProxy::drop_next_reply`]'s fault so far.
+    dropped_replies: AtomicU64,
     next_id: AtomicU64,
     /// Live connections; aborting a task closes both of its sockets.
     conns: Mutex<HashMap<u64, AbortHandle>>,
@@ -68,6 +70,7 @@ impl TcpProxy {
             settings: watch::Sender::new(Settings::default()),
             refuse: AtomicBool::new(false),
             drop_next_reply: AtomicBool::new(false),
+            dropped_replies: AtomicU64::new(0),
             next_id: AtomicU64::new(0),
             conns: Mutex::new(HashMap::new()),
         });
@@ -135,6 +138,12 @@ impl TcpProxy {
     /// setup has replies too) and when only the connection under test is busy.
     pub fn drop_next_reply(&self) {
         self.shared.drop_next_reply.store(true, Ordering::SeqCst);
+    }
+
+    /// How many replies [`drop_next_reply`](Self::drop_next_reply)'s fault discarded: what a
+    /// test asserts to know that its fault fired.
+    pub fn dropped_replies(&self) -> u64 {
+        self.shared.dropped_replies.load(Ordering::SeqCst)
     }
 }
 
@@ -236,6 +245,7 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, to_client: bool, 
             return;
         }
         if to_client && shared.drop_next_reply.swap(false, Ordering::SeqCst) {
+            shared.dropped_replies.fetch_add(1, Ordering::SeqCst);
             return; // discard the chunk and cut the connection
         }
         if to.write_all(&buf[..n]).await.is_err() {

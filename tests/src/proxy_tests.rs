@@ -148,9 +148,11 @@ async fn refuse_closes_new_connections_only() {
 async fn drop_next_reply_loses_the_reply_of_a_command_that_ran() {
     let (server, proxy) = server_and_proxy();
     let mut conn = connect(&proxy).await;
+    assert_eq!(proxy.dropped_replies(), 0);
     proxy.drop_next_reply();
     let lost: RedisResult<i64> = soon("INCR with lost reply", conn.incr("counter", 1)).await;
     assert!(lost.is_err(), "reply was not dropped: {lost:?}");
+    assert_eq!(proxy.dropped_replies(), 1);
     let counter: i64 = server.conn().await.get("counter").await.unwrap();
     assert_eq!(counter, 1, "the command must have run on Redis");
     wait_for_connections(&proxy, 0).await;
@@ -161,6 +163,7 @@ async fn drop_next_reply_loses_the_reply_of_a_command_that_ran() {
             .unwrap(),
         "PONG"
     );
+    assert_eq!(proxy.dropped_replies(), 1, "one-shot");
 }
 
 #[tokio::test]

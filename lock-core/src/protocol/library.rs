@@ -488,20 +488,43 @@ mod tests {
 
     /// Any change to the library's text takes a new version: a server keeps the first
     /// library of a name it was given, so two texts under one name would run the older on
-    /// some servers and the newer on others. Update the digest only with a new version.
+    /// some servers and the newer on others. The pin names the version beside the digest,
+    /// both written out: a new digest is pinned with the version it belongs to, in one
+    /// diff a reviewer reads (`library!()` here would compare the name with itself).
     #[test]
     fn the_library_text_is_pinned_to_its_version() {
-        use sha2::{Digest, Sha256};
-        let digest = Sha256::digest(LIBRARY.as_bytes());
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
-            (LIBRARY_NAME, hex.as_str()),
-            (library!(), PINNED_DIGEST),
+            (LIBRARY_NAME, sha256(LIBRARY).as_str()),
+            (PINNED_LIBRARY, PINNED_DIGEST),
             "the library's text changed: raise the version in library! (protocol/library.rs), \
-             then pin the new digest"
+             then pin it with the new digest"
         );
     }
 
+    /// The control: a text changed by one character, or a version raised without a new
+    /// pin, fails the check.
+    #[test]
+    fn a_changed_text_or_version_breaks_the_pin() {
+        let pinned = |name: &str, text: &str| {
+            (name, sha256(text)) == (PINNED_LIBRARY, PINNED_DIGEST.to_owned())
+        };
+        assert!(pinned(LIBRARY_NAME, LIBRARY));
+        assert!(!pinned(
+            LIBRARY_NAME,
+            &LIBRARY.replacen("local ", "local  ", 1)
+        ));
+        assert!(!pinned("distlock_999", LIBRARY));
+    }
+
+    /// The hex SHA-256 of `text`.
+    fn sha256(text: &str) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(text.as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The library the digest below was pinned for.
+    const PINNED_LIBRARY: &str = "distlock_4";
     /// The SHA-256 of the library's text at version 4.
     const PINNED_DIGEST: &str = "bfb70a1bf3f63851f97caac3aeab94de0d151fa33129a6b73b94d6633a24c5d7";
 }

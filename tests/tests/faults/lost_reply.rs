@@ -25,8 +25,9 @@ enum Outcome {
 
 /// 20 trials: a client behind a proxy (warmed up: connected, scripts loaded) asks for a free
 /// lock with the default 30 s lease; the proxy drops the reply to the acquire script and
-/// cuts the connection. Either the client returns a guard for a lock that Redis has, or it
-/// fails and the lock is deleted within 3 s; in both cases another client then gets it.
+/// cuts the connection (each trial checks that it did: [`fault_fired`]). Either the client
+/// returns a guard for a lock that Redis has, or it fails and the lock is deleted within
+/// 3 s; in both cases another client then gets it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_acquire_reply_is_released_or_reported() {
     let server = Arc::new(RedisServer::start());
@@ -47,6 +48,23 @@ async fn lost_acquire_reply_is_released_or_reported() {
     );
 }
 
+/// The control: a proxy that drops nothing (its fault not armed, as if it had stopped
+/// working) fails the check each trial makes, so a trial whose fault did not fire fails.
+#[tokio::test]
+async fn the_check_fails_when_the_proxy_drops_no_reply() {
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.addr());
+    let locks = builder(&proxy.url()).build().unwrap();
+    let guard = locks.lock("lost_reply_control").await.unwrap();
+    assert!(!fault_fired(&proxy), "nothing was dropped");
+    guard.release().await.unwrap();
+}
+
+/// True when the proxy dropped exactly one reply: the fault under test fired.
+fn fault_fired(proxy: &TcpProxy) -> bool {
+    proxy.dropped_replies() == 1
+}
+
 async fn trial(i: usize, server: Arc<RedisServer>) -> Outcome {
     let proxy = TcpProxy::start(server.addr());
     let locks = builder(&proxy.url())
@@ -60,6 +78,11 @@ async fn trial(i: usize, server: Arc<RedisServer>) -> Outcome {
     proxy.drop_next_reply();
     let result = locks.lock(name.as_str()).wait(GENEROUS).await;
     let failed_at = Instant::now();
+    assert!(
+        fault_fired(&proxy),
+        "trial {i}: the proxy dropped {} replies, not the acquisition's one",
+        proxy.dropped_replies()
+    );
     let mut conn = server.conn().await;
     let outcome = match result {
         Ok(guard) => {
