@@ -2,11 +2,13 @@
 //! ([`RequestOptions`]), and the ways to take it.
 
 use std::fmt;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::LockError;
@@ -15,7 +17,7 @@ use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::hold_registry::HoldRegistry;
 use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions};
-use crate::observe::{self, observe, Event, Subject};
+use crate::observe::{self, observe, Event, MetricsLabel, Subject};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
 
@@ -25,6 +27,25 @@ use crate::protocol::name::LockName;
 ///
 /// `.await` it to acquire, waiting up to the wait; [`try_acquire`](Self::try_acquire) tries
 /// once; [`run`](Self::run) runs a future under the lock.
+///
+/// The request is itself the acquisition's future, started at its first poll: it composes
+/// as written with what takes a future — `tracing`'s `.instrument(span)`,
+/// `tokio::time::timeout`, `tokio::select!`, `futures`' combinators. Its options are read
+/// then: set them before.
+///
+/// ```no_run
+/// # async fn demo(client: lock_core::LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use tracing::Instrument as _;
+///
+/// let span = tracing::info_span!("checkout", order = 42);
+/// let guard = client.lock("order_42").instrument(span).await?;
+/// guard.release().await?;
+/// let bounded = tokio::time::timeout(Duration::from_secs(1), client.lock("order_42")).await;
+/// let guard = bounded??; // the timeout's error, then the lock's
+/// # drop(guard);
+/// # Ok(()) }
+/// ```
 #[must_use = "a lock request does nothing until awaited"]
 pub struct LockRequest {
     engine: Arc<Engine>,
@@ -35,7 +56,14 @@ pub struct LockRequest {
     /// A semaphore's capacity as this caller sees it (1 for the other kinds).
     pub(crate) permits: u32,
     pub(crate) options: RequestOptions,
+    /// The acquisition, from the first poll on. In a `Mutex` only so that the request stays
+    /// `Sync`: polling has `&mut` and never locks it.
+    started: Mutex<Option<Acquisition>>,
 }
+
+/// An acquisition under way: one boxed future, the only allocation of taking a lock
+/// besides Redis' own.
+type Acquisition = Pin<Box<dyn Future<Output = Result<LockGuard, LockError>> + Send>>;
 
 impl fmt::Debug for LockRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -62,6 +90,7 @@ impl LockRequest {
             kind,
             permits: 1,
             options,
+            started: Mutex::new(None),
         }
     }
 
@@ -94,7 +123,7 @@ impl LockRequest {
     /// Dropping the future at any point leaves no lock held: an acquisition whose answer was
     /// not seen is undone in the background.
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
-        self.into_future().await
+        self.await
     }
 
     /// Tries once: `Ok(None)` when another owner holds the lock.
@@ -129,51 +158,81 @@ impl LockRequest {
     }
 }
 
-impl IntoFuture for LockRequest {
+impl Future for LockRequest {
     type Output = Result<LockGuard, LockError>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
 
-    /// The acquisition as one boxed future (as [`acquire`](LockRequest::acquire)): the
-    /// only allocation of taking a lock besides Redis' own, nameable so that middleware can
-    /// keep it as a field.
-    fn into_future(self) -> Self::IntoFuture {
-        let Self {
-            engine,
-            holds,
-            name,
-            kind,
-            permits,
-            mut options,
-        } = self;
-        let traced = async move {
-            // The span current where the request runs (at its first poll, as
-            // `#[instrument]` does): the acquisition's and the hold's spans go under it.
-            options.trace_parent = tracing::Span::current();
-            let names = engine.config.trace_names;
-            let label = options.label.clone();
-            let span = observe::acquire_span(&options.trace_parent, &name, kind, &label, names);
-            let started = tokio::time::Instant::now();
-            let acquisition = acquire::acquire(engine, holds, name, kind, permits, options);
-            let result = acquisition.instrument(span.clone()).await;
-            // A re-entered hold was granted before this acquisition began.
-            let reentered = matches!(&result, Ok(guard) if guard.held().granted_at() < started);
-            let answered = Event::Answered {
-                outcome: observe::outcome(&result, reentered),
-                waited: started.elapsed(),
-            };
-            let name = match &result {
-                Ok(guard) => Some(guard.name()),
-                Err(error) => error.name(),
-            };
-            let about = Subject {
-                label: &label,
-                name: name.filter(|_| names),
-                span: Some(span),
-            };
-            observe(about, answered);
-            result
-        };
-        // Boxed: the acquisition state machine is large, and callers nest it in their own.
-        Box::pin(traced)
+    /// Starts the acquisition at the first poll (with the options set until then), then
+    /// drives it (as [`acquire`](LockRequest::acquire)).
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let started = (this.started.get_mut()).unwrap_or_else(PoisonError::into_inner);
+        if started.is_none() {
+            let options = std::mem::replace(&mut this.options, RequestOptions::new(&this.engine));
+            let name = std::mem::replace(&mut this.name, LockName::new(Vec::new()));
+            let (engine, holds) = (Arc::clone(&this.engine), Arc::clone(&this.holds));
+            *started = Some(acquisition(
+                engine,
+                holds,
+                name,
+                this.kind,
+                this.permits,
+                options,
+            ));
+        }
+        started.as_mut().expect("started above").as_mut().poll(cx)
     }
+}
+
+/// The acquisition of `name` as one boxed future, traced: its span under the one current
+/// where it first runs.
+fn acquisition(
+    engine: Arc<Engine>,
+    holds: Arc<HoldRegistry>,
+    name: LockName,
+    kind: LockMode,
+    permits: u32,
+    mut options: RequestOptions,
+) -> Acquisition {
+    let traced = async move {
+        // The span current where the request runs (at its first poll, as `#[instrument]`
+        // does): the acquisition's and the hold's spans go under it.
+        options.trace_parent = tracing::Span::current();
+        let names = engine.config.trace_names;
+        let label = options.label.clone();
+        let span = observe::acquire_span(&options.trace_parent, &name, kind, &label, names);
+        let started = Instant::now();
+        let acquisition = acquire::acquire(engine, holds, name, kind, permits, options);
+        let result = acquisition.instrument(span.clone()).await;
+        answered(&result, started, &label, names, span);
+        result
+    };
+    // Boxed: the acquisition state machine is large, and callers nest it in their own.
+    Box::pin(traced)
+}
+
+/// Observes the answer to a request that began at `started`, on its `span`, naming the lock
+/// only when `names`.
+fn answered(
+    result: &Result<LockGuard, LockError>,
+    started: Instant,
+    label: &MetricsLabel,
+    names: bool,
+    span: tracing::Span,
+) {
+    // A re-entered hold was granted before this acquisition began.
+    let reentered = matches!(result, Ok(guard) if guard.held().granted_at() < started);
+    let answered = Event::Answered {
+        outcome: observe::outcome(result, reentered),
+        waited: started.elapsed(),
+    };
+    let name = match result {
+        Ok(guard) => Some(guard.name()),
+        Err(error) => error.name(),
+    };
+    let about = Subject {
+        label,
+        name: name.filter(|_| names),
+        span: Some(span),
+    };
+    observe(about, answered);
 }

@@ -1,7 +1,7 @@
 //! [`ResponseFuture`]: the future of [`DistributedLock`](crate::lock::DistributedLock).
 
 use std::fmt;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -14,10 +14,6 @@ use tower_service::Service;
 
 use crate::lock::config::{Config, OutagePolicy};
 use crate::response::{Rejection, ResponseBody};
-
-/// The acquisition: lock-core's one boxed future (its state machine is large and cannot be
-/// named).
-type Acquisition = <LockRequest as IntoFuture>::IntoFuture;
 
 pin_project! {
     /// The response future of [`DistributedLock`](crate::lock::DistributedLock).
@@ -56,7 +52,7 @@ pin_project! {
         },
         Acquiring {
             #[pin]
-            acquire: InScope<Acquisition>,
+            acquire: InScope<LockRequest>,
             // When the acquisition began: its wait goes on the request's span.
             started: Instant,
             scope: OwnerScope,
@@ -146,7 +142,7 @@ where
                     };
                     let scope = OwnerScope::current_or_new();
                     // In the scope: a handler that takes the same lock re-enters it.
-                    let acquire = scope.clone().enter(lock.into_future());
+                    let acquire = scope.clone().enter(lock);
                     state.set(State::Acquiring {
                         acquire,
                         started: Instant::now(),

@@ -5,7 +5,6 @@
 //! One capture layer is the global subscriber of this binary; each test uses its own metrics
 //! label (the spans' `distlock.lock.template`), so parallel tests never read each other's.
 
-use std::future::IntoFuture as _;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -53,8 +52,8 @@ async fn an_uncontended_acquisition_and_its_hold_are_spans_under_the_callers() {
     let guard = locks
         .lock("spans_a_1")
         .metrics_label("spans_uncontended")
-        // Made here, polled in the caller's span: the spans go under the span it runs in.
-        .into_future()
+        // A request is a future: made here, polled in the caller's span, its spans go under
+        // the span it runs in.
         .instrument(caller)
         .await
         .unwrap();

@@ -2,9 +2,10 @@
 //! request, in the global order.
 
 use std::fmt;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -26,7 +27,9 @@ use crate::protocol::name::{LockKeys, LockName};
 ///
 /// `.await` it (or [`acquire`](Self::acquire)) for a [`MultiLockGuard`] holding every
 /// name; the options are those of [`LockRequest`] and apply to each name, and the wait
-/// bounds the whole acquisition.
+/// bounds the whole acquisition. As a [`LockRequest`], the request is itself the
+/// acquisition's future, started at its first poll (`.instrument(span)`,
+/// `tokio::time::timeout` take it as it is).
 #[must_use = "a lock request does nothing until awaited"]
 pub struct MultiLockRequest {
     engine: Arc<Engine>,
@@ -35,7 +38,13 @@ pub struct MultiLockRequest {
     /// The names as given (a name given twice is taken once).
     names: Vec<LockName>,
     options: RequestOptions,
+    /// The acquisition, from the first poll on (in a `Mutex` only to stay `Sync`: polling
+    /// has `&mut` and never locks it).
+    started: Mutex<Option<Acquisition>>,
 }
+
+/// An acquisition of every name under way.
+type Acquisition = Pin<Box<dyn Future<Output = Result<MultiLockGuard, LockError>> + Send>>;
 
 impl fmt::Debug for MultiLockRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -54,6 +63,7 @@ impl MultiLockRequest {
             holds,
             names,
             options,
+            started: Mutex::new(None),
         }
     }
 
@@ -74,7 +84,7 @@ impl MultiLockRequest {
     /// Dropping the future leaves nothing held: the locks taken so far release as their
     /// guards drop, and the acquisition under way is undone in the background.
     pub async fn acquire(self) -> Result<MultiLockGuard, LockError> {
-        self.into_future().await
+        self.await
     }
 
     /// Tries each name once: `Ok(None)` when one of them is held by another owner (the
@@ -202,11 +212,20 @@ impl MultiLockRequest {
     }
 }
 
-impl IntoFuture for MultiLockRequest {
+impl Future for MultiLockRequest {
     type Output = Result<MultiLockGuard, LockError>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
 
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.take_all())
+    /// Starts the acquisition at the first poll (with the options set until then), then
+    /// drives it (as [`acquire`](MultiLockRequest::acquire)).
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let started = (this.started.get_mut()).unwrap_or_else(PoisonError::into_inner);
+        if started.is_none() {
+            let (engine, holds) = (Arc::clone(&this.engine), Arc::clone(&this.holds));
+            let mut request = Self::new(engine, holds, std::mem::take(&mut this.names));
+            std::mem::swap(&mut request.options, &mut this.options);
+            *started = Some(Box::pin(request.take_all()));
+        }
+        started.as_mut().expect("started above").as_mut().poll(cx)
     }
 }
