@@ -79,7 +79,7 @@ impl ExampleRedis {
     pub fn start_private(extra: &[&str]) -> Result<Self, NoRedis> {
         let server = RedisServer::builder()
             .args(extra.iter().copied())
-            .try_start()
+            .try_start_blocking()
             .map_err(|e| {
                 NoRedis(if e.is_not_installed() {
                     format!(

@@ -1,5 +1,6 @@
 //! [`RedisServerBuilder`]: what to start, before starting it.
 
+use crate::blocking::off_the_runtime;
 use crate::error::StartError;
 use crate::process::server_bin;
 use crate::server::RedisServer;
@@ -65,23 +66,45 @@ impl RedisServerBuilder {
         self
     }
 
-    /// Starts the server and waits until it answers PING.
+    /// Starts the server and waits until it answers PING, blocking the thread meanwhile
+    /// (a few milliseconds): for a test that is not async, or that starts one server.
     ///
     /// # Panics
     /// As [`Self::try_start`] fails: the binary is missing (the message says how to
     /// install it), or the server exits or stays silent for 10 s.
     pub fn start(self) -> RedisServer {
-        self.try_start().unwrap_or_else(|e| panic!("{e}"))
+        self.try_start_blocking().unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts the server and waits until it answers PING, reporting a failure instead of
-    /// panicking (for programs that explain it to a user, like the examples).
+    /// panicking (for a suite that skips without a server, or a program that explains it
+    /// to a user). The start runs on Tokio's blocking pool: the caller's runtime thread
+    /// runs its other tasks meanwhile.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let server = match lock_testkit::RedisServer::builder().arg("--maxmemory").arg("64mb").try_start().await {
+    ///     Ok(server) => server,
+    ///     Err(e) if e.is_not_installed() => return eprintln!("skipped: {e}"),
+    ///     Err(e) => panic!("{e}"),
+    /// };
+    /// # drop(server); }
+    /// ```
     ///
     /// # Errors
     /// [`StartError::NotInstalled`] when there is no server binary (the message says how to
     /// install one), [`StartError::CannotRun`] when it cannot be run,
     /// [`StartError::Failed`] (with the server's log) when it did not come up in 10 s.
-    pub fn try_start(self) -> Result<RedisServer, StartError> {
+    pub async fn try_start(self) -> Result<RedisServer, StartError> {
+        off_the_runtime(move || self.try_start_blocking()).await
+    }
+
+    /// As [`Self::try_start`], on the calling thread: for a program that starts its server
+    /// before its runtime, or outside one.
+    ///
+    /// # Errors
+    /// As [`Self::try_start`].
+    pub fn try_start_blocking(self) -> Result<RedisServer, StartError> {
         let dir = TempDir::new("distlock-redis").map_err(|e| {
             StartError::Failed(format!("creating a temp dir for redis-server: {e}"))
         })?;

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{kill_process, Pid, Signal};
 
+use crate::blocking::off_the_runtime;
+use crate::error::StartError;
 use crate::server::RedisServer;
 
 /// Failure detection speed: low so failover tests finish in seconds.
@@ -38,31 +40,61 @@ fn cli_bin() -> String {
 impl RedisCluster {
     /// Starts the nodes, creates the cluster and waits until every node
     /// reports `cluster_state:ok`, all 16384 slots assigned, every node known
-    /// and every replica's link to its master up.
+    /// and every replica's link to its master up, blocking the thread meanwhile
+    /// (seconds, with replicas): in an async test, prefer [`Self::try_start`].
     ///
     /// # Panics
-    /// If `masters < 3` (Redis Cluster's minimum), or creation or the health
-    /// wait fails (the message includes what was last seen).
+    /// As [`Self::try_start`] fails.
     pub fn start(masters: usize, replicas_per_master: usize) -> RedisCluster {
-        assert!(
-            masters >= 3,
-            "Redis Cluster needs at least 3 masters, got {masters}"
-        );
+        Self::start_blocking(masters, replicas_per_master).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`Self::start`], without blocking the runtime (the start runs on Tokio's
+    /// blocking pool), reporting a failure instead of panicking.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cluster = lock_testkit::RedisCluster::try_start(3, 1).await?;
+    /// // The seeds of a cluster client (lock-core's `LockClient::cluster`, say).
+    /// let seeds: Vec<String> = cluster.seed_urls();
+    /// assert_eq!(seeds.len(), 6);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`StartError::Failed`] when `masters < 3` (Redis Cluster's minimum), or creation or
+    /// the health wait fails (the message includes what was last seen, or how to install
+    /// a missing `redis-cli`); a node's own [`StartError`].
+    pub async fn try_start(
+        masters: usize,
+        replicas_per_master: usize,
+    ) -> Result<RedisCluster, StartError> {
+        off_the_runtime(move || Self::start_blocking(masters, replicas_per_master)).await
+    }
+
+    fn start_blocking(
+        masters: usize,
+        replicas_per_master: usize,
+    ) -> Result<RedisCluster, StartError> {
+        if masters < 3 {
+            return Err(StartError::Failed(format!(
+                "Redis Cluster needs at least 3 masters, got {masters}"
+            )));
+        }
         let count = masters * (1 + replicas_per_master);
         let nodes = (0..count)
             .map(|_| {
                 RedisServer::builder()
                     .cluster_node()
                     .args(["--cluster-node-timeout", NODE_TIMEOUT_MS])
-                    .start()
+                    .try_start_blocking()
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let cluster = RedisCluster { nodes };
-        cluster.create(replicas_per_master);
-        if let Err(e) = cluster.wait_until_healthy(HEALTHY_TIMEOUT) {
-            panic!("cluster did not become healthy: {e}");
-        }
-        cluster
+        cluster.create(replicas_per_master)?;
+        (cluster.wait_until_healthy(HEALTHY_TIMEOUT))
+            .map_err(|e| StartError::Failed(format!("cluster did not become healthy: {e}")))?;
+        Ok(cluster)
     }
 
     /// All nodes, in creation order (`redis-cli` makes the first ones masters,
@@ -116,7 +148,7 @@ impl RedisCluster {
         Err(format!("after {timeout:?}: {last_problem}"))
     }
 
-    fn create(&self, replicas_per_master: usize) {
+    fn create(&self, replicas_per_master: usize) -> Result<(), StartError> {
         let mut cmd = Command::new(cli_bin());
         cmd.args(["--cluster", "create"]);
         cmd.args(self.nodes.iter().map(|n| n.addr().to_string()));
@@ -125,38 +157,41 @@ impl RedisCluster {
             &replicas_per_master.to_string(),
             "--cluster-yes",
         ]);
-        let output = run_bounded(cmd, CREATE_TIMEOUT);
+        let output = run_bounded(cmd, CREATE_TIMEOUT)?;
         if !output.status.success() {
-            panic!(
+            return Err(StartError::Failed(format!(
                 "redis-cli --cluster create failed ({}):\n{}\n{}",
                 output.status,
                 String::from_utf8_lossy(&output.stdout),
                 String::from_utf8_lossy(&output.stderr)
-            );
+            )));
         }
+        Ok(())
     }
 }
 
-/// Runs `cmd` to completion, killing it and panicking after `timeout`.
-fn run_bounded(mut cmd: Command, timeout: Duration) -> Output {
+/// Runs `cmd` to completion, killing it and failing after `timeout`.
+fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, StartError> {
     let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot run {cmd:?}: {e}; install redis-cli: `sudo apt-get install redis-tools` (Debian/Ubuntu), `brew install redis` (macOS), or point $REDIS_CLI_BIN at redis-cli or valkey-cli")
-        });
+        .map_err(|e| {
+            StartError::Failed(format!("cannot run {cmd:?}: {e}; install redis-cli: `sudo apt-get install redis-tools` (Debian/Ubuntu), `brew install redis` (macOS), or point $REDIS_CLI_BIN at redis-cli or valkey-cli"))
+        })?;
     let pid = Pid::from_child(&child);
     let (done_tx, done_rx) = mpsc::channel();
     // std has no wait-with-timeout; a thread waits and we wait on its message.
     std::thread::spawn(move || done_tx.send(child.wait_with_output()));
     match done_rx.recv_timeout(timeout) {
-        Ok(output) => output.unwrap_or_else(|e| panic!("waiting for {cmd:?}: {e}")),
+        Ok(output) => output.map_err(|e| StartError::Failed(format!("waiting for {cmd:?}: {e}"))),
         Err(_) => {
             // Not reaped yet (the thread still waits on it), so the pid is ours.
             let _ = kill_process(pid, Signal::KILL);
-            panic!("{cmd:?} did not finish within {timeout:?}")
+            Err(StartError::Failed(format!(
+                "{cmd:?} did not finish within {timeout:?}"
+            )))
         }
     }
 }
@@ -224,8 +259,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn fewer_than_three_masters_is_an_error_too() {
+        let error = RedisCluster::try_start(2, 0).await.unwrap_err();
+        assert!(error.to_string().contains("at least 3 masters"), "{error}");
+    }
+
+    /// Started without blocking the test's (current-thread) runtime: a task of it runs
+    /// while the nodes come up. (With the blocking `start`, the check fails: the task
+    /// has not run yet when the start returns.)
+    #[tokio::test]
     async fn three_masters_with_replicas_come_up_healthy() {
-        let cluster = RedisCluster::start(3, 1);
+        let ticks = tokio::spawn(async {
+            for _ in 0..5 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        let cluster = RedisCluster::try_start(3, 1).await.unwrap();
+        assert!(
+            ticks.is_finished(),
+            "the runtime ran its tasks during the start"
+        );
         assert_eq!(cluster.nodes().len(), 6);
         assert_eq!(cluster.seed_urls().len(), 6);
         assert_eq!(cluster.master_indices().len(), 3);

@@ -16,13 +16,20 @@
 //!
 //! * [`RedisServer`], [`RedisServerBuilder`]: one server and its options (extra arguments,
 //!   a configuration file, a fixed port, a cluster node, the binary), with fault controls
-//!   (stop, kill, restart, pause, resume); [`RedisServerBuilder::try_start`] reports a
-//!   failure as a [`StartError`] instead of panicking.
+//!   (stop, kill, restart, pause, resume).
 //! * [`RedisCluster`]: a local Redis Cluster of such servers (needs `redis-cli`).
 //! * [`RedisSentinels`]: a master, a replica and three Sentinels watching them.
 //! * [`free_port`], [`free_ports`], [`ClosedPort`]: loopback ports for a test's own servers.
 //! * [`TempDir`]: a private directory removed on drop.
 //! * [`redis_server_available`], [`redis_url_for_tests`]: what a test may use.
+//!
+//! Every topology starts two ways: `start()` blocks the thread until it is up and panics
+//! if it cannot come up; `try_start().await` ([`RedisServer::try_start`],
+//! [`RedisServerBuilder::try_start`], [`RedisCluster::try_start`],
+//! [`RedisSentinels::try_start`]) runs the same start on Tokio's blocking pool, so that an
+//! async test's runtime goes on meanwhile (a Cluster with replicas takes seconds), and
+//! reports a failure as a [`StartError`] (a suite may skip when
+//! [`is_not_installed`](StartError::is_not_installed)).
 //!
 //! # The server binary
 //!
@@ -40,6 +47,7 @@
 
 #![deny(missing_docs)]
 
+mod blocking;
 mod builder;
 mod cluster;
 mod error;

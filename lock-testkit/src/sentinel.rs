@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::blocking::off_the_runtime;
+use crate::error::StartError;
 use crate::server::RedisServer;
 
 /// The service name the Sentinels monitor.
@@ -20,43 +22,71 @@ pub struct RedisSentinels {
 
 impl RedisSentinels {
     /// Starts the pair and three Sentinels (quorum 2, down-after 1 s), and waits until the
-    /// replica is in sync and every Sentinel knows it.
+    /// replica is in sync and every Sentinel knows it, blocking the thread meanwhile: in an
+    /// async test, prefer [`Self::try_start`].
+    ///
+    /// # Panics
+    /// As [`Self::try_start`] fails.
     pub fn start() -> Self {
-        Self::start_with_master_args(&[])
+        Self::start_blocking(&[]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`Self::start`], without blocking the runtime (the start runs on Tokio's
+    /// blocking pool), reporting a failure instead of panicking.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use lock_testkit::{sentinel::SERVICE, RedisSentinels};
+    ///
+    /// let sentinels = RedisSentinels::try_start().await?;
+    /// // What a Sentinel client takes (lock-core's `LockClient::sentinel`, say).
+    /// let (urls, service): (Vec<String>, &str) = (sentinels.sentinel_urls(), SERVICE);
+    /// # drop((urls, service)); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A server's [`StartError`]; [`StartError::Failed`] when the Sentinels do not see the
+    /// replica within 30 s.
+    pub async fn try_start() -> Result<Self, StartError> {
+        off_the_runtime(|| Self::start_blocking(&[])).await
     }
 
     /// As [`start`](Self::start), with a master the Sentinels can never demote (its
     /// `REPLICAOF` and `SLAVEOF` are renamed away): after a failover it keeps accepting
     /// writes, as an old master cut off from the Sentinels does.
     pub fn start_with_undemotable_master() -> Self {
-        Self::start_with_master_args(&[
+        let start = Self::start_blocking(&[
             "--rename-command",
             "REPLICAOF",
             "distlock_test_replicaof",
             "--rename-command",
             "SLAVEOF",
             "distlock_test_slaveof",
-        ])
+        ]);
+        start.unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn start_with_master_args(extra: &[&str]) -> Self {
+    fn start_blocking(extra: &[&str]) -> Result<Self, StartError> {
         // No diskless-sync delay: the replica is in sync in milliseconds, not 5 s.
         let master = RedisServer::builder()
             .args(["--repl-diskless-sync-delay", "0"])
             .args(extra.iter().copied())
-            .start();
+            .try_start_blocking()?;
         let replica = RedisServer::builder()
             .args(["--replicaof", "127.0.0.1", &master.port().to_string()])
-            .start();
-        let sentinels = (0..3).map(|_| start_sentinel(master.port())).collect();
+            .try_start_blocking()?;
+        let sentinels = (0..3)
+            .map(|_| start_sentinel(master.port()))
+            .collect::<Result<_, _>>()?;
         let set = Self {
             servers: vec![master, replica],
             sentinels,
         };
-        set.wait_until("the sentinels see the replica", |s| {
+        let seen = set.settle("the sentinels see the replica", |s| {
             s.sentinels_see_replica()
         });
-        set
+        seen.map_err(StartError::Failed)?;
+        Ok(set)
     }
 
     /// `redis://127.0.0.1:<port>` of each Sentinel.
@@ -78,7 +108,7 @@ impl RedisSentinels {
     /// the master changed.
     pub fn failover(&self) {
         let before = self.master_port();
-        self.wait_until("the master changed", |s| {
+        let changed = self.settle("the master changed", |s| {
             if s.master_port().is_some_and(|p| Some(p) != before) {
                 return true;
             }
@@ -90,6 +120,7 @@ impl RedisSentinels {
             }
             false
         });
+        changed.unwrap_or_else(|e| panic!("{e}"));
     }
 
     fn sentinels_see_replica(&self) -> bool {
@@ -115,22 +146,23 @@ impl RedisSentinels {
             .ok()
     }
 
-    fn wait_until(&self, what: &str, done: impl Fn(&Self) -> bool) {
+    /// Polls `done` until it holds; an error naming `what` after [`SETTLE`].
+    fn settle(&self, what: &str, done: impl Fn(&Self) -> bool) -> Result<(), String> {
         let deadline = Instant::now() + SETTLE;
         while !done(self) {
-            assert!(
-                Instant::now() < deadline,
-                "sentinels: timed out waiting until {what}"
-            );
+            if Instant::now() >= deadline {
+                return Err(format!("sentinels: timed out waiting until {what}"));
+            }
             // Sentinel state changes have no event a test can wait on.
             std::thread::sleep(Duration::from_millis(100));
         }
+        Ok(())
     }
 }
 
 /// A Sentinel watching the master on `master`; its configuration file (which it rewrites)
 /// lives in its private directory.
-fn start_sentinel(master: u16) -> RedisServer {
+fn start_sentinel(master: u16) -> Result<RedisServer, StartError> {
     let config = format!(
         "sentinel monitor {SERVICE} 127.0.0.1 {master} 2\n\
          sentinel down-after-milliseconds {SERVICE} 1000\n\
@@ -139,5 +171,5 @@ fn start_sentinel(master: u16) -> RedisServer {
     RedisServer::builder()
         .config(config)
         .arg("--sentinel")
-        .start()
+        .try_start_blocking()
 }

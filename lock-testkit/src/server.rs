@@ -81,6 +81,15 @@ impl RedisServer {
         RedisServer::builder().start()
     }
 
+    /// Starts a server with default settings without blocking the runtime, reporting a
+    /// failure instead of panicking; see [`RedisServerBuilder::try_start`].
+    ///
+    /// # Errors
+    /// As [`RedisServerBuilder::try_start`].
+    pub async fn try_start() -> Result<RedisServer, StartError> {
+        RedisServer::builder().try_start().await
+    }
+
     /// A builder for extra arguments.
     pub fn builder() -> RedisServerBuilder {
         RedisServerBuilder::default()

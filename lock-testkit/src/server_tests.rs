@@ -196,11 +196,12 @@ fn port_collision_is_reported_as_retryable() {
 
 /// A binary that does not exist is the typed "not installed" error, naming it and how to
 /// install one.
-#[test]
-fn missing_binary_explains_how_to_install() {
+#[tokio::test]
+async fn missing_binary_explains_how_to_install() {
     let err = RedisServer::builder()
         .bin("/nonexistent/redis-server")
         .try_start()
+        .await
         .unwrap_err();
     assert!(
         matches!(&err, StartError::NotInstalled { bin } if bin == "/nonexistent/redis-server"),
@@ -254,12 +255,27 @@ fn a_sentinel_starts_from_its_config_file() {
     assert_eq!(master_addr, ["127.0.0.1", &master.port().to_string()]);
 }
 
-#[test]
-fn try_start_reports_a_server_that_exits() {
+#[tokio::test]
+async fn try_start_reports_a_server_that_exits() {
     let err = RedisServer::builder()
         .args(["--no-such-option", "1"])
         .try_start()
+        .await
         .unwrap_err();
     assert!(!err.is_not_installed());
     assert!(err.to_string().contains("exited during startup"), "{err}");
+    // The same on the calling thread.
+    let err = RedisServer::builder()
+        .args(["--no-such-option", "1"])
+        .try_start_blocking()
+        .unwrap_err();
+    assert!(err.to_string().contains("exited during startup"), "{err}");
+}
+
+/// The async start answers a running server, the default settings' too.
+#[tokio::test]
+async fn try_start_awaits_a_running_server() {
+    let server = RedisServer::try_start().await.unwrap();
+    assert!(server.is_running());
+    assert_eq!(ping(&mut server.conn().await).await.unwrap(), "PONG");
 }
