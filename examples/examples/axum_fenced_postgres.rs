@@ -6,7 +6,9 @@
 //! nothing written, `409`.
 //!
 //! Needs a Postgres named by `DATABASE_URL` (it creates the `items` table and items 1 to
-//! 10), and Redis: `REDIS_URL` if set, else a private `redis-server`.
+//! 10), and Redis: `REDIS_URL` if set, else a private `redis-server`. Several instances
+//! (`--port`) must share both: one `DATABASE_URL` and one `REDIS_URL`. Without `REDIS_URL`
+//! each starts a Redis of its own, and their locks never exclude each other.
 //!
 //! ```sh
 //! DATABASE_URL=postgres://postgres@127.0.0.1/postgres \

@@ -2,6 +2,10 @@
 //! consumes (writing with its term's fencing token) until it resigns, and the next takes
 //! over at once. A dashboard follows who leads with `observe()`, without polling.
 //!
+//! Its owners run in this one process. Uses `REDIS_URL` if set, else starts a
+//! private `redis-server` (stopped at exit); copies of it in other processes exclude each
+//! other only through one Redis: give them the same `REDIS_URL`.
+//!
 //! ```sh
 //! cargo run -p distlock-examples --example leader_worker
 //! ```

@@ -2,6 +2,10 @@
 //! ten in stock, and exactly ten sales, even though the stock is read and written without
 //! any atomic operation.
 //!
+//! Its owners run in this one process. Uses `REDIS_URL` if set, else starts a
+//! private `redis-server` (stopped at exit); copies of it in other processes exclude each
+//! other only through one Redis: give them the same `REDIS_URL`.
+//!
 //! ```sh
 //! cargo run -p distlock-examples --example macro_axum
 //! ```

@@ -1,6 +1,10 @@
 //! `#[distributed_lock]` on plain async functions: the default client, key templates, the
 //! fencing token, reentrant nested calls and the typed errors.
 //!
+//! Its owners run in this one process. Uses `REDIS_URL` if set, else starts a
+//! private `redis-server` (stopped at exit); copies of it in other processes exclude each
+//! other only through one Redis: give them the same `REDIS_URL`.
+//!
 //! ```sh
 //! cargo run -p distlock-examples --example macro_basic
 //! ```

@@ -13,6 +13,7 @@
 //!
 //! Uses `REDIS_URL` if set, else starts a private `redis-server` on a free loopback port
 //! (stopped at exit, also on Ctrl-C and SIGTERM); never a Redis it merely finds on 6379.
+//! Its three instances run in this process and share that Redis (and the stock in it).
 //! Exits 0 when the locked runs sold exactly the stock (with `--stall-ms`, the guarded
 //! one), 1 when not, 130 (SIGINT) or 143 (SIGTERM)
 //! when interrupted.

@@ -1,5 +1,9 @@
 //! The quick start: take a lock, see its fencing token, watch a second owner wait for it.
 //!
+//! Its owners run in this one process. Uses `REDIS_URL` if set, else starts a
+//! private `redis-server` (stopped at exit); copies of it in other processes exclude each
+//! other only through one Redis: give them the same `REDIS_URL`.
+//!
 //! ```sh
 //! cargo run -p distlock-examples --example quickstart
 //! ```

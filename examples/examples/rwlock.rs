@@ -1,6 +1,10 @@
 //! A read-write lock: readers of a catalog entry run side by side, a price update runs
 //! alone, and once it waits, new readers queue behind it (writers are never starved).
 //!
+//! Its owners run in this one process. Uses `REDIS_URL` if set, else starts a
+//! private `redis-server` (stopped at exit); copies of it in other processes exclude each
+//! other only through one Redis: give them the same `REDIS_URL`.
+//!
 //! ```sh
 //! cargo run -p distlock-examples --example rwlock
 //! ```

@@ -7,6 +7,10 @@
 //! would run three times. `hold_at_most = "10s"` ends the hold of an instance that dies
 //! mid-report.
 //!
+//! Its owners run in this one process. Uses `REDIS_URL` if set, else starts a
+//! private `redis-server` (stopped at exit); copies of it in other processes exclude each
+//! other only through one Redis: give them the same `REDIS_URL`.
+//!
 //! ```sh
 //! cargo run -p distlock-examples --example scheduled_job
 //! ```

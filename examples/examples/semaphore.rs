@@ -1,6 +1,10 @@
 //! A semaphore with expiring permits: at most 3 exports per tenant across every instance.
 //! A permit has a lease, renewed while its holder lives and back by itself when it dies.
 //!
+//! Its owners run in this one process. Uses `REDIS_URL` if set, else starts a
+//! private `redis-server` (stopped at exit); copies of it in other processes exclude each
+//! other only through one Redis: give them the same `REDIS_URL`.
+//!
 //! ```sh
 //! cargo run -p distlock-examples --example semaphore
 //! ```

@@ -5,9 +5,10 @@
 //! process's memory: enough for a demo, not for several instances.)
 //!
 //! Uses `REDIS_URL` if set, else starts a private `redis-server` on a free loopback port
-//! (stopped at exit); never a Redis it merely finds on 6379. The protobuf types and service
-//! glue are written by hand after `tests/proto/orders.proto`, so no `protoc` is
-//! needed.
+//! (stopped at exit); never a Redis it merely finds on 6379. Several servers exclude each
+//! other's calls only through one Redis: give them the same `REDIS_URL` (and each its
+//! `PORT`). The protobuf types and service glue are written by hand after
+//! `tests/proto/orders.proto`, so no `protoc` is needed.
 //!
 //! ```sh
 //! # Concurrent calls, reading an order back, a busy customer and a missing metadata,

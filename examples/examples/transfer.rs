@@ -2,6 +2,10 @@
 //! directions name the accounts in opposite orders and still never deadlock: every client
 //! takes the names in one global order.
 //!
+//! Its owners run in this one process. Uses `REDIS_URL` if set, else starts a
+//! private `redis-server` (stopped at exit); copies of it in other processes exclude each
+//! other only through one Redis: give them the same `REDIS_URL`.
+//!
 //! ```sh
 //! cargo run -p distlock-examples --example transfer
 //! ```

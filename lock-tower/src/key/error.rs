@@ -4,7 +4,8 @@ use std::borrow::Cow;
 
 /// Why no lock name could be made for a request. The request is answered `400 Bad Request`
 /// (`INVALID_ARGUMENT` for gRPC) and no lock is attempted. The answer names the parameter,
-/// unless the layer's configuration is at fault (see [`is_misconfiguration`](Self::is_misconfiguration)).
+/// unless the layer's configuration is at fault (see
+/// [`is_misconfiguration`](Self::is_misconfiguration)): then `500`, generic.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("key parameter `{parameter}` {reason}")]
 pub struct KeyError {
@@ -67,7 +68,8 @@ impl KeyError {
 
     /// True when the layer's configuration, not the request, is at fault: a path
     /// placeholder that the matched route does not define, or a layer that no route
-    /// reaches. The client is answered a generic `400` (the details are logged at `error`).
+    /// reaches. The client is answered a generic `500 Internal Server Error` (`INTERNAL`);
+    /// the details are logged at `error` each time, and written once to stderr.
     pub fn is_misconfiguration(&self) -> bool {
         self.misconfigured
     }

@@ -359,6 +359,7 @@ impl LockLayerBuilder {
                 hold: self.hold,
                 holds: Default::default(),
                 warned_unmatched: Default::default(),
+                told_misconfigured: Default::default(),
             }),
         })
     }

@@ -78,6 +78,8 @@ pub(crate) struct Config {
     /// Set once the layer warned of requests that matched no axum route.
     #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     pub(crate) warned_unmatched: AtomicBool,
+    /// Set once the layer wrote a misconfiguration to stderr.
+    pub(crate) told_misconfigured: AtomicBool,
 }
 
 /// What the layer does with one request.
@@ -167,23 +169,33 @@ impl Config {
         self.key.resolve(parts, None).map(Some)
     }
 
-    /// A placeholder no request can fill on this route: the operator must hear of it; the
-    /// client only gets a generic answer.
+    /// A placeholder no request can fill on this route: the server's mistake, which the
+    /// operator must hear of, with or without a tracing subscriber (an `error` event each
+    /// time, and stderr once per layer); the client only gets a generic `500`.
     fn log_misconfiguration(&self, parts: &Parts, error: &KeyError) {
         const NO_ROUTE: &str = "(no route matched before the layer)";
+        const FIX: &str = "its key template needs a path parameter this route does not have \
+            (use `route_layer` on routes that define it, or give the layer `.route(…)`, which \
+            checks the template against the route when the layer is built)";
         #[cfg(feature = "axum")]
         let route = crate::key::route::axum_route::template(parts).unwrap_or(NO_ROUTE);
         #[cfg(not(feature = "axum"))]
         let route = NO_ROUTE;
         tracing::error!(
-            family = %self.family,
+            distlock.lock.template = &*self.family,
             template = ?self.key,
             route,
-            path = parts.uri.path(),
             %error,
-            "lock layer misconfigured: its key template needs a path parameter this route does not \
-             have (use `route_layer` on routes that define it, or give the layer `.route(…)`)"
+            "lock layer misconfigured: {FIX}"
         );
+        if !(self.told_misconfigured).swap(true, std::sync::atomic::Ordering::Relaxed) {
+            // Once: a layer that cannot lock this route answers 500 to each request.
+            eprintln!(
+                "lock-tower: the lock layer `{}` is misconfigured on route {route}: {error}; {FIX} \
+                 (each such request is answered 500; written once)",
+                self.family
+            );
+        }
     }
 
     /// The lock request for `name` with this layer's lease, wait, on-lost and family

@@ -96,10 +96,14 @@
 //!
 //! A path placeholder that nothing can fill is the layer's misconfiguration, never the
 //! client's: without routes and without the `axum` feature the builder refuses it
-//! ([`BuildError::NoPathParams`](crate::BuildError::NoPathParams)); with the feature, a request whose matched route lacks
-//! the parameter is answered a generic `400` / `INVALID_ARGUMENT` ("no lock key can be made
-//! for this request"), and an `error` event names the template, the route and the
-//! placeholder. A request that no axum route matched (`Router::layer` puts the layer on
+//! ([`BuildError::NoPathParams`](crate::BuildError::NoPathParams)), and with routes of its
+//! own ([`route`](LockLayerBuilder::route)) it checks each against the template when it is
+//! built ([`BuildError::MissingPathParam`](crate::BuildError::MissingPathParam)). With the
+//! `axum` feature and no routes, the layer learns the route at its first request: one whose
+//! matched route lacks the parameter is answered a generic `500` / `INTERNAL` (the server's
+//! mistake, not the client's), an `error` event names the template, the route and the
+//! placeholder, and the same is written once to stderr, for a service without a tracing
+//! subscriber. A request that no axum route matched (`Router::layer` puts the layer on
 //! the fallback too: `/health`, a scanner's random URL) passes through unlocked to the
 //! router's 404, with one `warn` per layer, not an error per request. Prefer
 //! `route_layer`, which leaves the fallback alone; a layer that wraps the whole `Router`
@@ -192,7 +196,7 @@
 //! | --- | --- | --- |
 //! | lock busy for the whole [wait](LockLayerBuilder::wait) | `409 Conflict` + [`Retry-After`](#retry-after) | `ABORTED` |
 //! | key parameter missing, empty, repeated or invalid (no lock attempted) | `400 Bad Request` | `INVALID_ARGUMENT` |
-//! | a path placeholder the route lacks (a misconfiguration, logged at `error`) | `400 Bad Request` | `INVALID_ARGUMENT` |
+//! | a path placeholder the route lacks (a misconfiguration, logged at `error` and once to stderr) | `500 Internal Server Error` | `INTERNAL` |
 //! | Redis unavailable ([fail closed](OutagePolicy::FailClosed), the default) | `503 Service Unavailable` + `Retry-After: 5` | `UNAVAILABLE` |
 //! | lock lost mid-request ([`OnLost::Abort`](lock_core::OnLost::Abort), the default) | `503 Service Unavailable` | `ABORTED` |
 //! | a request Redis refuses for good (a misconfiguration; a read-write or semaphore layer on a Redlock client is refused when it is built: `BuildError::Unsupported`) | `500 Internal Server Error` | `INTERNAL` |

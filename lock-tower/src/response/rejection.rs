@@ -22,12 +22,10 @@ pub enum RejectionKind {
     /// names the lock's family (``lock `item_<id>` is busy``), not its holder.
     Busy,
     /// A key parameter is missing, empty, repeated or invalid (or the rendered name is too
-    /// long); no lock was attempted. Also a path placeholder that the matched route does not
-    /// define ([`KeyError::is_misconfiguration`]), logged at `error`.
+    /// long); no lock was attempted.
     ///
     /// # Default
-    /// `400 Bad Request`; gRPC `INVALID_ARGUMENT`. The message names the parameter, or is
-    /// generic for a misconfiguration.
+    /// `400 Bad Request`; gRPC `INVALID_ARGUMENT`. The message names the parameter.
     InvalidKey,
     /// Redis could not be reached or did not answer in time, and the layer fails closed.
     ///
@@ -50,10 +48,12 @@ pub enum RejectionKind {
     /// [`Retry-After`](crate::lock#retry-after); gRPC `RESOURCE_EXHAUSTED`. The body names the
     /// family (``limit `tenant_<header.x-tenant>` is reached``), not the holders.
     Full,
-    /// Any other lock error (a misconfiguration, for example).
+    /// The server's fault: a path placeholder that the matched route does not define
+    /// ([`KeyError::is_misconfiguration`]: no lock was attempted; logged at `error`, and
+    /// once to stderr), or any other lock error (Redis refusing the command, say).
     ///
     /// # Default
-    /// `500 Internal Server Error`; gRPC `INTERNAL`.
+    /// `500 Internal Server Error`; gRPC `INTERNAL`. The message is generic.
     Internal,
 }
 
@@ -80,14 +80,15 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl Rejection {
     pub(crate) fn from_key_error(error: KeyError, grpc: bool) -> Self {
-        // The layer's fault: the details are in the error log, not for the client.
-        let message = if error.is_misconfiguration() {
-            "no lock key can be made for this request".to_owned()
+        // The layer's fault, not the client's: the details are in the error log.
+        let (kind, message) = if error.is_misconfiguration() {
+            let message = "the lock layer cannot make a lock key on this route";
+            (RejectionKind::Internal, message.to_owned())
         } else {
-            error.to_string()
+            (RejectionKind::InvalidKey, error.to_string())
         };
         Self {
-            kind: RejectionKind::InvalidKey,
+            kind,
             grpc,
             message,
             retry_after: None,
@@ -166,8 +167,9 @@ impl Rejection {
         self.retry_after
     }
 
-    /// The key error behind an [`InvalidKey`](RejectionKind::InvalidKey) rejection made
-    /// before any lock was attempted.
+    /// The key error behind a rejection made before any lock was attempted: an
+    /// [`InvalidKey`](RejectionKind::InvalidKey), or an [`Internal`](RejectionKind::Internal)
+    /// one for a [misconfiguration](KeyError::is_misconfiguration).
     pub fn key_error(&self) -> Option<&KeyError> {
         self.key_error.as_ref()
     }

@@ -126,9 +126,9 @@ async fn unmatched_paths_reach_the_routers_404_unlocked() {
         send_with(addr, "POST", "/items/7/buy", &[]).await.status,
         200
     );
-    // A route that matched but has no `{id}`: the misconfiguration is still answered 400.
+    // A route that matched but has no `{id}`: the misconfiguration is answered 500.
     let reply = send_with(addr, "GET", "/shelves/3", &[]).await;
-    assert_eq!(reply.status, 400, "{reply:?}");
+    assert_eq!(reply.status, 500, "{reply:?}");
 }
 
 /// A semaphore layer without `.wait(…)` answers a request over the limit at once, though
