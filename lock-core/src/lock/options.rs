@@ -1,9 +1,13 @@
 //! The options every request shares, for one name ([`LockRequest`](crate::LockRequest)) or
 //! several ([`MultiLockRequest`](crate::MultiLockRequest)): one struct, one set of setters
-//! ([`option_setters`]), one way to try once and to run work under the hold.
+//! ([`option_setters`]), one way to try once and to run work under the hold, and what a
+//! request becomes when first polled ([`Started`]).
 
 use std::borrow::Cow;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::error::LockError;
@@ -121,4 +125,31 @@ pub(crate) async fn run_in_scope<G: Guarded, F: Future>(
     work: F,
 ) -> Result<F::Output, LockError> {
     scope(async move { GuardedRun::new(acquire.await?, on_lost, work).await }).await
+}
+
+/// What a request becomes at its first poll: its acquisition, one boxed future (the only
+/// allocation of taking a lock besides Redis' own). In a `Mutex` only so that the request
+/// stays `Sync`: polling has `&mut` and never locks it.
+pub(crate) struct Started<T>(Mutex<Option<Acquisition<T>>>);
+
+/// An acquisition under way.
+pub(crate) type Acquisition<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<T> Default for Started<T> {
+    fn default() -> Self {
+        Self(Mutex::new(None))
+    }
+}
+
+impl<T> Started<T> {
+    /// Polls the acquisition, made by `start` at the first poll (from the options set
+    /// until then).
+    pub(crate) fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        start: impl FnOnce() -> Acquisition<T>,
+    ) -> Poll<T> {
+        let started = self.0.get_mut().unwrap_or_else(PoisonError::into_inner);
+        started.get_or_insert_with(start).as_mut().poll(cx)
+    }
 }

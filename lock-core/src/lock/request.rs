@@ -4,7 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -16,7 +16,9 @@ use crate::lock::acquire;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::hold_registry::HoldRegistry;
-use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions};
+use crate::lock::options::{
+    busy_is_none, option_setters, run_in_scope, Acquisition, RequestOptions, Started,
+};
 use crate::observe::{self, observe, Event, MetricsLabel, Subject};
 use crate::protocol::kind::mode::LockMode;
 use crate::protocol::name::LockName;
@@ -56,14 +58,9 @@ pub struct LockRequest {
     /// A semaphore's capacity as this caller sees it (1 for the other kinds).
     pub(crate) permits: u32,
     pub(crate) options: RequestOptions,
-    /// The acquisition, from the first poll on. In a `Mutex` only so that the request stays
-    /// `Sync`: polling has `&mut` and never locks it.
-    started: Mutex<Option<Acquisition>>,
+    /// The acquisition, from the first poll on.
+    started: Started<Result<LockGuard, LockError>>,
 }
-
-/// An acquisition under way: one boxed future, the only allocation of taking a lock
-/// besides Redis' own.
-type Acquisition = Pin<Box<dyn Future<Output = Result<LockGuard, LockError>> + Send>>;
 
 impl fmt::Debug for LockRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -90,7 +87,7 @@ impl LockRequest {
             kind,
             permits: 1,
             options,
-            started: Mutex::new(None),
+            started: Started::default(),
         }
     }
 
@@ -164,22 +161,21 @@ impl Future for LockRequest {
     /// Starts the acquisition at the first poll (with the options set until then), then
     /// drives it (as [`acquire`](LockRequest::acquire)).
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let started = (this.started.get_mut()).unwrap_or_else(PoisonError::into_inner);
-        if started.is_none() {
-            let options = std::mem::replace(&mut this.options, RequestOptions::new(&this.engine));
-            let name = std::mem::replace(&mut this.name, LockName::new(Vec::new()));
-            let (engine, holds) = (Arc::clone(&this.engine), Arc::clone(&this.holds));
-            *started = Some(acquisition(
-                engine,
-                holds,
-                name,
-                this.kind,
-                this.permits,
-                options,
-            ));
-        }
-        started.as_mut().expect("started above").as_mut().poll(cx)
+        let Self {
+            engine,
+            holds,
+            name,
+            kind,
+            permits,
+            options,
+            started,
+        } = self.get_mut();
+        started.poll(cx, || {
+            let options = std::mem::replace(options, RequestOptions::new(engine));
+            let name = std::mem::replace(name, LockName::new(Vec::new()));
+            let (engine, holds) = (Arc::clone(engine), Arc::clone(holds));
+            acquisition(engine, holds, name, *kind, *permits, options)
+        })
     }
 }
 
@@ -192,7 +188,7 @@ fn acquisition(
     kind: LockMode,
     permits: u32,
     mut options: RequestOptions,
-) -> Acquisition {
+) -> Acquisition<Result<LockGuard, LockError>> {
     let traced = async move {
         // The span current where the request runs (at its first poll, as `#[instrument]`
         // does): the acquisition's and the hold's spans go under it.

@@ -87,6 +87,21 @@ impl Capture {
         (self.0.lock().unwrap_or_else(PoisonError::into_inner)).push(emitted);
     }
 
+    /// Keeps the fields `record` visits, of a span (`what` its name) or an event (its
+    /// message) of lock-core or lock-tower.
+    fn keep(&self, metadata: &Metadata<'_>, record: impl FnOnce(&mut Fields)) {
+        if !ours(metadata) {
+            return;
+        }
+        let mut fields = Fields::default();
+        record(&mut fields);
+        let what = fields.message.take();
+        self.push(Emitted {
+            what: what.unwrap_or_else(|| metadata.name().to_owned()),
+            fields: fields.fields,
+        });
+    }
+
     /// True once an event with `message` was captured.
     fn saw(&self, message: &str) -> bool {
         self.all().iter().any(|e| e.what == message)
@@ -122,39 +137,17 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
-        if ours(attrs.metadata()) {
-            let mut fields = Fields::default();
-            attrs.record(&mut fields);
-            let what = attrs.metadata().name().to_owned();
-            self.push(Emitted {
-                what,
-                fields: fields.fields,
-            });
-        }
+        self.keep(attrs.metadata(), |fields| attrs.record(fields));
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else { return };
-        if ours(span.metadata()) {
-            let mut fields = Fields::default();
-            values.record(&mut fields);
-            let what = span.metadata().name().to_owned();
-            self.push(Emitted {
-                what,
-                fields: fields.fields,
-            });
+        if let Some(span) = ctx.span(id) {
+            self.keep(span.metadata(), |fields| values.record(fields));
         }
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        if ours(event.metadata()) {
-            let mut fields = Fields::default();
-            event.record(&mut fields);
-            self.push(Emitted {
-                what: fields.message.unwrap_or_default(),
-                fields: fields.fields,
-            });
-        }
+        self.keep(event.metadata(), |fields| event.record(fields));
     }
 }
 

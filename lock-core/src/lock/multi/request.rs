@@ -4,7 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use crate::lock::config::check_request_lease;
 use crate::lock::engine::Engine;
 use crate::lock::guard::LockGuard;
 use crate::lock::hold_registry::HoldRegistry;
-use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions};
+use crate::lock::options::{busy_is_none, option_setters, run_in_scope, RequestOptions, Started};
 use crate::lock::request::LockRequest;
 use crate::lock::scope::Scope;
 use crate::protocol::kind::mode::LockMode;
@@ -38,13 +38,9 @@ pub struct MultiLockRequest {
     /// The names as given (a name given twice is taken once).
     names: Vec<LockName>,
     options: RequestOptions,
-    /// The acquisition, from the first poll on (in a `Mutex` only to stay `Sync`: polling
-    /// has `&mut` and never locks it).
-    started: Mutex<Option<Acquisition>>,
+    /// The acquisition, from the first poll on.
+    started: Started<Result<MultiLockGuard, LockError>>,
 }
-
-/// An acquisition of every name under way.
-type Acquisition = Pin<Box<dyn Future<Output = Result<MultiLockGuard, LockError>> + Send>>;
 
 impl fmt::Debug for MultiLockRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -63,7 +59,7 @@ impl MultiLockRequest {
             holds,
             names,
             options,
-            started: Mutex::new(None),
+            started: Started::default(),
         }
     }
 
@@ -218,14 +214,18 @@ impl Future for MultiLockRequest {
     /// Starts the acquisition at the first poll (with the options set until then), then
     /// drives it (as [`acquire`](MultiLockRequest::acquire)).
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let started = (this.started.get_mut()).unwrap_or_else(PoisonError::into_inner);
-        if started.is_none() {
-            let (engine, holds) = (Arc::clone(&this.engine), Arc::clone(&this.holds));
-            let mut request = Self::new(engine, holds, std::mem::take(&mut this.names));
-            std::mem::swap(&mut request.options, &mut this.options);
-            *started = Some(Box::pin(request.take_all()));
-        }
-        started.as_mut().expect("started above").as_mut().poll(cx)
+        let Self {
+            engine,
+            holds,
+            names,
+            options,
+            started,
+        } = self.get_mut();
+        started.poll(cx, || {
+            let (engine, holds) = (Arc::clone(engine), Arc::clone(holds));
+            let mut request = Self::new(engine, holds, std::mem::take(names));
+            std::mem::swap(&mut request.options, options);
+            Box::pin(request.take_all())
+        })
     }
 }
