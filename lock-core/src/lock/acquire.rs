@@ -172,17 +172,11 @@ pub(crate) async fn acquire(
         waited: started.elapsed(),
         contended,
     };
-    let name = match &result {
-        Ok(guard) => Some(guard.name()),
-        Err(error) => error.name(),
-    };
+    let name = result
+        .as_ref()
+        .map_or_else(LockError::name, |guard| Some(guard.name()));
     let names = engine.config.trace_names;
-    let about = Subject {
-        label: &label,
-        name: name.filter(|_| names),
-        span: None,
-    };
-    observe(about, ended);
+    observe(Subject::new(&label, name, names, None), ended);
     result
 }
 

@@ -221,14 +221,8 @@ fn answered(
         outcome: observe::outcome(result, reentered),
         waited: started.elapsed(),
     };
-    let name = match result {
-        Ok(guard) => Some(guard.name()),
-        Err(error) => error.name(),
-    };
-    let about = Subject {
-        label,
-        name: name.filter(|_| names),
-        span: Some(span),
-    };
-    observe(about, answered);
+    let name = result
+        .as_ref()
+        .map_or_else(LockError::name, |guard| Some(guard.name()));
+    observe(Subject::new(label, name, names, Some(span)), answered);
 }

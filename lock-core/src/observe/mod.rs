@@ -35,17 +35,17 @@ pub(crate) struct Subject<'a> {
 }
 
 impl<'a> Subject<'a> {
-    /// The subject of the lock `name` labelled `label`, in `span` (`None`: the current
-    /// one); `names` says whether the client opted in to lock names.
+    /// The subject of the lock `name` (if known) labelled `label`, in `span` (`None`: the
+    /// current one); `names` says whether the client opted in to lock names.
     pub(crate) fn new(
         label: &'a MetricsLabel,
-        name: &'a LockName,
+        name: impl Into<Option<&'a LockName>>,
         names: bool,
         span: Option<Span>,
     ) -> Self {
         Self {
             label,
-            name: names.then_some(name),
+            name: name.into().filter(|_| names),
             span,
         }
     }
