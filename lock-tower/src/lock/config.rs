@@ -179,8 +179,12 @@ impl Config {
             checks the template against the route when the layer is built)";
         #[cfg(feature = "axum")]
         let route = crate::key::route::axum_route::template(parts).unwrap_or(NO_ROUTE);
+        // Without axum no route is known: the request tells nothing more.
         #[cfg(not(feature = "axum"))]
-        let route = NO_ROUTE;
+        let route = {
+            let _ = parts;
+            NO_ROUTE
+        };
         tracing::error!(
             distlock.lock.template = &*self.family,
             template = ?self.key,
